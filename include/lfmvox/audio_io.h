@@ -1,0 +1,32 @@
+// File helpers for front ends: audio codes in, PCM out.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "lfmvox/status.h"
+
+namespace lfmvox {
+
+// Sample encoding for written PCM: 16-bit integer or 32-bit float.
+enum class PcmFormat { kS16, kF32 };
+
+// Reads audio codes, frame-major [frames, num_codebooks]: a text file (one
+// frame of num_codebooks integers per line) or a .npy array [num_codebooks, T]
+// as the official code holds them.
+Result<std::vector<int32_t>> LoadCodes(const std::string& path, int num_codebooks);
+
+// Where decoded PCM goes: a WAV file (valid at every point while it grows), or
+// with path "-" raw little-endian samples on stdout, flushed per chunk.
+class PcmOutput {
+ public:
+  static Result<std::unique_ptr<PcmOutput>> Open(const std::string& path, int sample_rate, PcmFormat format);
+  virtual ~PcmOutput() = default;
+  virtual Status Write(std::span<const float> samples) = 0;
+  virtual Status Close() = 0;
+};
+
+}  // namespace lfmvox

@@ -1,0 +1,116 @@
+// Numerical kernels. They know nothing about models: only arrays, sizes and
+// strides. Every function has a plain scalar reference in namespace ops::ref
+// (ops_ref.cc) and a SIMD version chosen at run time for the CPU (Highway
+// dynamic dispatch, ops_simd.cc). Model code calls only what is declared here.
+//
+// Conventions: matrices are row-major; a weight matrix is PyTorch's Linear
+// layout [out, in]; "ld" is a row stride in elements.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "tensor/dtype.h"
+
+namespace lfmvox {
+class ThreadTeam;
+}
+
+namespace lfmvox::ops {
+
+// A weight matrix W[rows = out features, cols = in features], each row
+// `ld` elements apart. Supported dtypes: kF32, kBF16 (widened exactly to f32).
+struct Weight {
+  DType dtype = DType::kF32;
+  const void* data = nullptr;
+  size_t rows = 0;
+  size_t cols = 0;
+  size_t ld = 0;
+};
+
+// Y[m, n] = X[m, k] · W[n, k]ᵀ (+ bias[n] when bias != nullptr), all in f32
+// arithmetic. Rows of W are split across the team.
+// Determinism contract: each Y element's value depends only on its X row, its
+// W row and the bias, never on m, on the team size or on alignment, so a
+// sequence decoded in pieces equals the same sequence decoded at once, bit
+// for bit.
+void MatMul(const float* x, size_t m, size_t ldx, const Weight& w, const float* bias, float* y,
+            size_t ldy, ThreadTeam& team);
+
+// Dot product of two f32 vectors.
+float Dot(const float* a, const float* b, size_t n);
+
+// y = w ⊙ (x / sqrt(mean(x²) + eps)); the mean is accumulated in double.
+// y may alias x.
+void RmsNorm(const float* x, const float* w, size_t n, float eps, float* y);
+
+// Split-half (NeoX) rotary embedding of one head in place: for i < d/2,
+//   (x[i], x[i + d/2]) ← (x[i]·c[i] − x[i+d/2]·s[i], x[i+d/2]·c[i] + x[i]·s[i]).
+// cos/sin hold d/2 values for this position.
+void RopeSplitHalf(float* x, size_t d, const float* cos, const float* sin);
+
+// Interleaved-pair (GPT-J) rotary embedding of one head in place: for m < d/2,
+//   (x[2m], x[2m+1]) ← (x[2m]·c[m] − x[2m+1]·s[m], x[2m+1]·c[m] + x[2m]·s[m]).
+void RopeInterleaved(float* x, size_t d, const float* cos, const float* sin);
+
+// x ← softmax(x) over n entries (max-subtracted; exact zeros for -inf).
+void Softmax(float* x, size_t n);
+
+// out = silu(gate) ⊙ up, silu(g) = g / (1 + e^-g). out may alias gate or up.
+void SwiGlu(const float* gate, const float* up, float* out, size_t n);
+
+// out = a ⊙ b; out may alias a or b.
+void Mul(const float* a, const float* b, float* out, size_t n);
+
+// out = a + b; out may alias a or b.
+void Add(const float* a, const float* b, float* out, size_t n);
+
+// out = a · s
+void Scale(const float* a, float s, float* out, size_t n);
+
+// acc[i] += bf16 row[i] widened to f32.
+void AccumulateBf16(const uint16_t* row, float* acc, size_t n);
+
+// Causal depthwise convolution over time for `t` rows of `c` channels:
+//   y[r, ch] = Σ_{j<k} w[ch·k + j] · u[r − (k−1) + j, ch]
+// where u[r] = x row r for r ≥ 0 and u[r < 0] comes from `state`, which holds
+// the previous k−1 input rows (oldest first, row stride c). On return `state`
+// holds the last k−1 rows of u, so the next call continues the sequence.
+// x rows are ldx apart, y rows ldy apart; y must not alias x.
+void CausalDepthwiseConv(const float* x, size_t t, size_t ldx, size_t c, const float* w, size_t k,
+                         float* state, float* y, size_t ldy);
+
+// One query against n keys: out[d] = Σ_j softmax_j(scale · q·K[j]) · V[j].
+// K and V rows are ld_k / ld_v apart. scores is scratch of at least n floats.
+void AttendOne(const float* q, const float* keys, size_t ld_k, const float* values, size_t ld_v,
+               size_t n, size_t d, float scale, float* scores, float* out);
+
+// Index of the first maximal element (ties go to the lowest index).
+size_t ArgMax(const float* x, size_t n);
+
+// Names of the SIMD targets compiled into this build and the one chosen for
+// this CPU, for benchmarks and diagnostics ("AVX3", "AVX2", ...).
+const char* ChosenTarget();
+
+namespace ref {
+// The plain scalar versions, same contracts (MatMul runs on one thread).
+void MatMul(const float* x, size_t m, size_t ldx, const Weight& w, const float* bias, float* y,
+            size_t ldy);
+float Dot(const float* a, const float* b, size_t n);
+void RmsNorm(const float* x, const float* w, size_t n, float eps, float* y);
+void RopeSplitHalf(float* x, size_t d, const float* cos, const float* sin);
+void RopeInterleaved(float* x, size_t d, const float* cos, const float* sin);
+void Softmax(float* x, size_t n);
+void SwiGlu(const float* gate, const float* up, float* out, size_t n);
+void Mul(const float* a, const float* b, float* out, size_t n);
+void Add(const float* a, const float* b, float* out, size_t n);
+void Scale(const float* a, float s, float* out, size_t n);
+void AccumulateBf16(const uint16_t* row, float* acc, size_t n);
+void CausalDepthwiseConv(const float* x, size_t t, size_t ldx, size_t c, const float* w, size_t k,
+                         float* state, float* y, size_t ldy);
+void AttendOne(const float* q, const float* keys, size_t ld_k, const float* values, size_t ld_v,
+               size_t n, size_t d, float scale, float* scores, float* out);
+size_t ArgMax(const float* x, size_t n);
+}  // namespace ref
+
+}  // namespace lfmvox::ops

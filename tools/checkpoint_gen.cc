@@ -1,0 +1,126 @@
+#include "tools/checkpoint_gen.h"
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "io/safetensors.h"
+#include "tensor/dtype.h"
+
+namespace lfmvox::tools {
+
+namespace {
+
+// SplitMix64 with Box–Muller: fast, seeded, the same on every platform.
+class Rng {
+ public:
+  explicit Rng(uint64_t seed) : s_(seed) {}
+  uint64_t Next() {
+    uint64_t z = (s_ += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  }
+  double Uniform() { return (static_cast<double>(Next() >> 11) + 0.5) * 0x1.0p-53; }
+  float Normal() {
+    if (has_spare_) { has_spare_ = false; return spare_; }
+    const double r = std::sqrt(-2.0 * std::log(Uniform())), t = 2.0 * M_PI * Uniform();
+    spare_ = static_cast<float>(r * std::sin(t));
+    has_spare_ = true;
+    return static_cast<float>(r * std::cos(t));
+  }
+
+ private:
+  uint64_t s_;
+  float spare_ = 0;
+  bool has_spare_ = false;
+};
+
+struct Builder {
+  Rng rng;
+  std::vector<std::vector<uint16_t>> bf16;  // owned storage (stable: vector of vectors)
+  std::vector<std::vector<float>> f32;
+  std::vector<TensorToWrite> tensors;
+
+  // mean + stddev·N, rounded to bf16.
+  void Add(const std::string& name, std::vector<int64_t> shape, float mean, float stddev) {
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    std::vector<uint16_t>& v = bf16.emplace_back(static_cast<size_t>(n));
+    for (auto& x : v) x = F32ToBf16(mean + stddev * rng.Normal());
+    tensors.push_back({name, DType::kBF16, std::move(shape), v.data(), v.size() * 2});
+  }
+  void Matrix(const std::string& name, int64_t out, int64_t in) {
+    Add(name, {out, in}, 0.0f, 1.0f / std::sqrt(static_cast<float>(in)));
+  }
+  void Norm(const std::string& name, int64_t n) { Add(name, {n}, 1.0f, 0.1f); }
+};
+
+}  // namespace
+
+Status WriteRandomDetokenizer(const std::string& dir, const DetokenizerShape& s) {
+  if (s.hidden % s.heads != 0 || s.heads % s.kv_heads != 0 || s.n_fft % 2 != 0) {
+    return InvalidArgument("generator: heads must divide hidden, kv_heads divide heads, n_fft be even");
+  }
+  const std::string out = dir + "/audio_detokenizer";
+  std::error_code ec;
+  std::filesystem::create_directories(out, ec);
+  if (ec) return IoError("cannot create " + out + ": " + ec.message());
+
+  static const char* kPattern[] = {"conv", "conv", "sliding_attention", "conv",
+                                   "sliding_attention", "conv", "sliding_attention", "conv"};
+  std::vector<std::string> types;
+  for (int i = 0; i < s.layers; ++i) types.push_back(kPattern[i % 8]);
+  const int hd = s.hidden / s.heads;
+  nlohmann::json cfg = {
+      {"architectures", {"Lfm25AudioTokenizer"}}, {"model_type", "lfm2"}, {"vocab_size", s.vocab},
+      {"hidden_size", s.hidden}, {"intermediate_size", s.ffn}, {"block_auto_adjust_ff_dim", false},
+      {"block_multiple_of", 256}, {"block_ffn_dim_multiplier", 1.0}, {"num_hidden_layers", s.layers},
+      {"num_attention_heads", s.heads}, {"num_key_value_heads", s.kv_heads}, {"layer_types", types},
+      {"sliding_window", s.window}, {"output_size", s.n_fft + 2}, {"max_position_embeddings", 128000},
+      {"norm_eps", 1e-5}, {"conv_bias", false}, {"conv_L_cache", 3}, {"rope_theta", 1000000.0},
+      {"tie_word_embeddings", true}, {"pad_token_id", 0}, {"bos_token_id", 1}, {"eos_token_id", 7},
+      {"use_cache", false}};
+  if (s.codebooks != 8) cfg["codebooks"] = s.codebooks;
+  std::ofstream(out + "/config.json") << cfg.dump(2) << "\n";
+
+  Builder b{Rng(s.seed), {}, {}, {}};
+  b.bf16.reserve(16 * static_cast<size_t>(s.layers) + 8);
+  const int64_t H = s.hidden;
+  b.Add("emb.emb.weight", {int64_t{s.codebooks} * s.codebook_size, H}, 0.0f, 1.0f);
+  b.Add("lfm.embed_tokens.weight", {s.vocab, H}, 0.0f, 1.0f);
+  b.Norm("lfm.embedding_norm.weight", H);
+  for (int i = 0; i < s.layers; ++i) {
+    const std::string p = "lfm.layers." + std::to_string(i) + ".";
+    b.Norm(p + "operator_norm.weight", H);
+    b.Norm(p + "ffn_norm.weight", H);
+    if (types[static_cast<size_t>(i)] == "conv") {
+      b.Matrix(p + "conv.in_proj.weight", 3 * H, H);
+      b.Add(p + "conv.conv.weight", {H, 1, 3}, 0.0f, 1.0f / std::sqrt(3.0f));
+      b.Matrix(p + "conv.out_proj.weight", H, H);
+    } else {
+      b.Matrix(p + "self_attn.q_proj.weight", H, H);
+      b.Matrix(p + "self_attn.k_proj.weight", int64_t{s.kv_heads} * hd, H);
+      b.Matrix(p + "self_attn.v_proj.weight", int64_t{s.kv_heads} * hd, H);
+      b.Matrix(p + "self_attn.out_proj.weight", H, H);
+      b.Norm(p + "self_attn.q_layernorm.weight", hd);
+      b.Norm(p + "self_attn.k_layernorm.weight", hd);
+    }
+    b.Matrix(p + "feed_forward.w1.weight", s.ffn, H);
+    b.Matrix(p + "feed_forward.w3.weight", s.ffn, H);
+    b.Matrix(p + "feed_forward.w2.weight", H, s.ffn);
+  }
+  b.Matrix("lin.weight", s.n_fft + 2, H);
+  b.Add("lin.bias", {s.n_fft + 2}, 0.0f, 0.05f);
+  // istft.window: torch.hann_window(n_fft) (periodic), stored as F32.
+  std::vector<float>& w = b.f32.emplace_back(static_cast<size_t>(s.n_fft));
+  for (int n = 0; n < s.n_fft; ++n) {
+    w[static_cast<size_t>(n)] = static_cast<float>(0.5 - 0.5 * std::cos(2.0 * M_PI * n / s.n_fft));
+  }
+  b.tensors.push_back({"istft.window", DType::kF32, {s.n_fft}, w.data(), w.size() * 4});
+  return WriteSafetensors(out + "/model.safetensors", b.tensors);
+}
+
+}  // namespace lfmvox::tools
