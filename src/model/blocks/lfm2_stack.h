@@ -109,6 +109,10 @@ class Lfm2State {
   size_t remaining_positions() const;
   size_t state_bytes() const;    // persistent: conv histories + K/V
   size_t scratch_bytes() const;  // transient activations
+  // Read access for parity tests: conv layer i's history [K-1, H] (oldest
+  // first), attention layer i's cache.
+  const float* conv_state(size_t layer) const { return conv_state_[layer].data(); }
+  const KvCache& kv_cache(size_t layer) const { return kv_[layer]; }
 
  private:
   friend Status Lfm2Forward(const Lfm2Stack&, Lfm2State&, float*, size_t, ThreadTeam&, TraceSink*);

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Installs everything lfmvox needs to build, test and run, from Debian 12's
+# packages only (nothing is downloaded at build or run time). Safe to re-run:
+# when every package is present it does nothing.
+set -euo pipefail
+
+PACKAGES=(
+  build-essential cmake pkg-config git  # toolchain
+  libhwy-dev                            # Highway: portable SIMD with run-time CPU dispatch (Apache-2.0)
+  nlohmann-json3-dev                    # JSON: config.json, safetensors headers, tokenizer.json (MIT)
+  libsndfile1-dev                       # audio files: WAV out now; WAV/FLAC/Ogg/MP3 in (LGPL-2.1, dynamic)
+  libgtest-dev                          # GoogleTest: unit, parity and streaming tests
+  clang libclang-rt-14-dev              # libFuzzer and sanitizers for the parser fuzz targets
+  libkissfft-dev                        # only a yardstick in bench_fft, which picks our own FFT (BSD-3)
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+echo "install-deps: installing ${missing[*]}"
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"

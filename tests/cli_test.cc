@@ -1,0 +1,108 @@
+// End-to-end checks of `lfmvox detokenize`: the WAV and the raw stdout stream
+// hold the oracle PCM (tests/data/lfm25_detok/traces/detok__T45__pcm.npy)
+// for examples/codes.txt (the same codes as detok__T45__codes.npy), and bad
+// input gives a clear error with a non-zero exit, never a crash.
+#include <gtest/gtest.h>
+#include <sndfile.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <iterator>
+#include <sys/wait.h>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "trace_util.h"
+
+namespace lfmvox {
+namespace {
+
+struct CliRun {
+  int exit_code = -1;
+  std::string out;  // stdout
+  std::string err;  // stderr
+};
+
+CliRun Cli(const std::string& args) {
+  const std::string err_path = ::testing::TempDir() + "/cli_stderr.txt";
+  const std::string cmd = std::string(LFMVOX_CLI) + " " + args + " 2>" + err_path;
+  CliRun r;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return r;
+  char buf[65536];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
+  const int status = pclose(p);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  std::ifstream e(err_path);
+  r.err.assign(std::istreambuf_iterator<char>(e), std::istreambuf_iterator<char>());
+  return r;
+}
+
+const std::string kModel = testing::DataPath("lfm25_detok");
+const std::string kCodes = std::string(LFMVOX_SOURCE_DIR) + "/examples/codes.txt";
+
+TEST(Cli, WavHoldsTheOraclePcm) {
+  const std::string wav = ::testing::TempDir() + "/cli_out.wav";
+  const CliRun r = Cli("detokenize --model " + kModel + " --codes " + kCodes + " -o " + wav + " --threads 2");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  SF_INFO info{};
+  SNDFILE* f = sf_open(wav.c_str(), SFM_READ, &info);
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(info.samplerate, 24000);
+  EXPECT_EQ(info.channels, 1);
+  EXPECT_EQ(info.format & SF_FORMAT_SUBMASK, SF_FORMAT_PCM_16);
+  std::vector<short> s(static_cast<size_t>(info.frames));
+  sf_read_short(f, s.data(), info.frames);
+  sf_close(f);
+  const std::vector<float> ref = testing::LoadTrace("lfm25_detok/traces/detok__T45__pcm.npy").ToFloat();
+  ASSERT_EQ(s.size(), ref.size());
+  // s16 quantisation: round(x·32767) is within half a step of the exact value,
+  // plus the PCM tolerance (1e-4 of the 0.3 scale ≈ 1 step).
+  double worst = 0;
+  for (size_t i = 0; i < ref.size(); ++i) worst = std::max(worst, std::fabs(s[i] - ref[i] * 32767.0));
+  EXPECT_LE(worst, 1.0);
+}
+
+TEST(Cli, StdoutStreamsRawFloat) {
+  const CliRun r = Cli("detokenize --model " + kModel + " --codes " + kCodes + " -o - --pcm f32");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::vector<float> ref = testing::LoadTrace("lfm25_detok/traces/detok__T45__pcm.npy").ToFloat();
+  ASSERT_EQ(r.out.size(), ref.size() * 4);
+  std::vector<float> pcm(ref.size());
+  std::memcpy(pcm.data(), r.out.data(), r.out.size());
+  EXPECT_GE(testing::SnrDb(pcm.data(), ref, 0, ref.size()), 100.0);
+}
+
+TEST(Cli, BadInputIsAClearError) {
+  const std::string dir = ::testing::TempDir();
+  std::ofstream(dir + "/big.txt") << "1 2 3 4 5 6 7 2048\n";
+  std::ofstream(dir + "/neg.txt") << "1 2 3 4 5 6 7 -1\n";
+  std::ofstream(dir + "/short.txt") << "1 2 3 4 5 6 7 8\n1 2 3\n";
+  std::ofstream(dir + "/junk.txt") << "hello world\n";
+  std::ofstream(dir + "/bad.safetensors") << "\xff\xff\xff\xff\xff\xff\xff\x7f{}";
+  struct Case { std::string args; int code; const char* expect; };
+  const std::string base = "detokenize --model " + kModel + " -o " + dir + "/x.wav --codes ";
+  const Case cases[] = {
+      {base + dir + "/big.txt", 1, "2048"},
+      {base + dir + "/neg.txt", 1, "line 1"},
+      {base + dir + "/short.txt", 1, "line 2"},
+      {base + dir + "/junk.txt", 1, "line 1"},
+      {base + dir + "/missing.txt", 1, "missing.txt"},
+      {"detokenize --model " + dir + " --codes " + kCodes + " -o " + dir + "/x.wav", 1, "config"},
+      {"detokenize --model " + kModel + " --codes " + kCodes + " -o " + dir + "/x.wav --pcm s24", 2, "--pcm"},
+      {"detokenize --model " + kModel + " --codes " + kCodes, 2, "needs"},
+      {"transmogrify", 2, "unknown command"},
+  };
+  for (const Case& c : cases) {
+    const CliRun r = Cli(c.args);
+    EXPECT_EQ(r.exit_code, c.code) << c.args << "\n" << r.err;
+    EXPECT_NE(r.err.find(c.expect), std::string::npos) << c.args << "\n" << r.err;
+  }
+}
+
+}  // namespace
+}  // namespace lfmvox
