@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -102,6 +103,66 @@ TEST(Cli, BadInputIsAClearError) {
     EXPECT_EQ(r.exit_code, c.code) << c.args << "\n" << r.err;
     EXPECT_NE(r.err.find(c.expect), std::string::npos) << c.args << "\n" << r.err;
   }
+}
+
+}  // namespace
+}  // namespace lfmvox
+
+namespace lfmvox {
+namespace {
+
+// `lfmvox generate` on the text-only prompt reproduces tts/sequential of both
+// oracle cases (tests/data/lfm25_{tiny,small}/traces/tts__sequential.npy).
+TEST(Cli, GenerateReproducesTtsTrace) {
+  for (const std::string c : {"lfm25_tiny", "lfm25_small"}) {
+    std::string ids;
+    for (int64_t v : testing::LoadTrace(c + "/traces/tts__text_ids.npy").ToInt64()) {
+      ids += (ids.empty() ? "" : ", ") + std::to_string(v);
+    }
+    const std::string prompt = ::testing::TempDir() + "/prompt_" + c + ".json";
+    std::ofstream(prompt) << "[{\"ids\": [" << ids << "]}]";
+    const CliRun r = Cli("generate --model " + testing::DataPath(c) + " --prompt " + prompt + " --max-new 24 --quiet");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const std::vector<int64_t> want = testing::LoadTrace(c + "/traces/tts__sequential.npy").ToInt64();
+    std::istringstream lines(r.out);
+    std::string line;
+    size_t row = 0;
+    while (std::getline(lines, line)) {
+      ASSERT_LT(row, 24u);
+      const int64_t* w = &want[row * 9];
+      std::string expect;
+      if (w[0] == 0) {
+        expect = "{\"text\":" + std::to_string(w[1]) + ",";
+        EXPECT_EQ(line.rfind(expect, 0), 0u) << c << " row " << row << ": " << line;
+      } else {
+        expect = "{\"audio\":[";
+        for (int k = 0; k < 8; ++k) expect += (k ? "," : "") + std::to_string(w[1 + k]);
+        expect += "]}";
+        EXPECT_EQ(line, expect) << c << " row " << row;
+      }
+      ++row;
+    }
+    EXPECT_EQ(row, 24u) << c;
+  }
+}
+
+TEST(Cli, TtsRejectsUnknownVoiceAndBadPrompt) {
+  const CliRun voice = Cli("tts --model " + testing::DataPath("lfm25_tiny") + " --voice robot hello -o " +
+                           ::testing::TempDir() + "/v.wav");
+  EXPECT_EQ(voice.exit_code, 1);
+  EXPECT_NE(voice.err.find("US female"), std::string::npos) << voice.err;
+  const std::string bad = ::testing::TempDir() + "/bad_prompt.json";
+  std::ofstream(bad) << "[{\"ids\": [1, 99999]}]";
+  const CliRun r = Cli("generate --model " + testing::DataPath("lfm25_tiny") + " --prompt " + bad);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("99999"), std::string::npos) << r.err;
+  std::ofstream(bad) << "{not json";
+  EXPECT_EQ(Cli("generate --model " + testing::DataPath("lfm25_tiny") + " --prompt " + bad).exit_code, 1);
+  // A prompt longer than the context.
+  std::ofstream(bad) << "[{\"ids\": [1, 6, 7, 10, 6, 7, 10]}]";
+  const CliRun ctx = Cli("generate --model " + testing::DataPath("lfm25_tiny") + " --prompt " + bad + " --context 4");
+  EXPECT_EQ(ctx.exit_code, 1);
+  EXPECT_NE(ctx.err.find("context"), std::string::npos) << ctx.err;
 }
 
 }  // namespace

@@ -1,13 +1,18 @@
 // lfmvox command-line front end. It uses only the public API (include/lfmvox).
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <fstream>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "lfmvox/audio_io.h"
 #include "lfmvox/lfmvox.h"
@@ -25,6 +30,19 @@ constexpr char kUsage[] =
     "      --pcm s16|f32    sample format (default s16)\n"
     "      --threads N      threads (default: all cores)\n"
     "      --quiet          no progress line on stderr\n"
+    "  tts         text -> speech (LFM2.5-Audio, sequential generation)\n"
+    "      --model DIR      the LFM2.5-Audio model directory\n"
+    "      --voice V        \"US male\", \"US female\" (default), \"UK male\" or \"UK female\"\n"
+    "      TEXT             what to say (one argument)\n"
+    "      -o, --output F   WAV file, or - for raw PCM on stdout as it is produced\n"
+    "      --seed S --temperature T --top-k K   audio sampling (default 0.8, 64; T 0 = greedy)\n"
+    "      --max-new N      generation budget in tokens + frames (default 1024)\n"
+    "      --pcm s16|f32 --threads N --quiet\n"
+    "  generate    raw prompt -> one JSON line per generated item\n"
+    "      --model DIR --prompt FILE.json   [{\"text\": \"...\"}, {\"ids\": [1, 6]}, {\"audio_out\": [[8 codes], ...]}]\n"
+    "      --mode sequential|interleaved (default sequential) --max-new N (default 512) --seed S\n"
+    "      --temperature T --top-k K (audio), --text-temperature T --text-top-k K (greedy when not given)\n"
+    "      -o, --output F   also decode the speech into a WAV file (or - for raw PCM on stdout)\n"
     "  help        this text\n";
 
 int Fail(const std::string& msg, int code = 1) {
@@ -153,12 +171,228 @@ int Detokenize(int argc, char** argv) {
   return 0;
 }
 
+bool ParseFloat(const std::string& s, float lo, float hi, float* out) {
+  char* end = nullptr;
+  errno = 0;
+  const float v = std::strtof(s.c_str(), &end);
+  if (errno != 0 || end == s.c_str() || *end != '\0' || !(v >= lo && v <= hi)) return false;
+  *out = v;
+  return true;
+}
+
+// --seed, --temperature/--top-k (audio) and --text-temperature/--text-top-k.
+// Returns a usage error message, or "" when fine.
+std::string ParseSampling(const Args& args, lfmvox::GenerateOptions* o, uint64_t* seed) {
+  if (const std::string* v = args.Get("seed")) {
+    char* end = nullptr;
+    *seed = std::strtoull(v->c_str(), &end, 10);
+    if (v->empty() || *end != '\0') return "--seed takes a non-negative integer";
+  }
+  if (const std::string* v = args.Get("temperature"); v && !ParseFloat(*v, 0, 100, &o->audio.temperature)) {
+    return "--temperature takes a number in [0, 100]";
+  }
+  if (const std::string* v = args.Get("top-k"); v && !ParseInt(*v, 0, 1 << 20, &o->audio.top_k)) {
+    return "--top-k takes a non-negative integer";
+  }
+  if (const std::string* v = args.Get("text-temperature"); v && !ParseFloat(*v, 0, 100, &o->text.temperature)) {
+    return "--text-temperature takes a number in [0, 100]";
+  }
+  if (const std::string* v = args.Get("text-top-k"); v && !ParseInt(*v, 0, 1 << 20, &o->text.top_k)) {
+    return "--text-top-k takes a non-negative integer";
+  }
+  return "";
+}
+
+int ThreadsArg(const Args& args, int* threads) {
+  *threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (const std::string* t = args.Get("threads")) {
+    if (!ParseInt(*t, 1, 256, threads)) return UsageError("--threads takes an integer in [1, 256]");
+  }
+  return 0;
+}
+
+// Runs one generation with PCM going to `output` (when given) and returns the exit code.
+int RunGeneration(lfmvox::Conversation& conv, const lfmvox::AudioModel& model, const lfmvox::GenerateOptions& o,
+                  const std::string* output, lfmvox::PcmFormat format, bool print_items, bool quiet) {
+  std::unique_ptr<lfmvox::PcmOutput> out;
+  if (output) {
+    auto r = lfmvox::PcmOutput::Open(*output, model.sample_rate(), format);
+    if (!r.ok()) return Fail(r.status().message());
+    out = std::move(r).value();
+  }
+  lfmvox::OutputCallbacks cb;
+  if (print_items) {
+    cb.on_text = [](int32_t id, std::string_view piece) {
+      nlohmann::ordered_json j = {{"text", id}, {"piece", std::string(piece)}};
+      std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace).c_str());
+      std::fflush(stdout);
+      return lfmvox::Status::Ok();
+    };
+    cb.on_audio_frame = [](std::span<const int32_t> codes, bool) {
+      nlohmann::json j = {{"audio", std::vector<int32_t>(codes.begin(), codes.end())}};
+      std::printf("%s\n", j.dump().c_str());
+      std::fflush(stdout);
+      return lfmvox::Status::Ok();
+    };
+  }
+  if (out) cb.on_pcm = [&](std::span<const float> pcm) { return out->Write(pcm); };
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = conv.Generate(o, cb);
+  if (!r.ok()) return Fail(r.status().message());
+  if (out) {
+    if (lfmvox::Status s = out->Close(); !s.ok()) return Fail(s.message());
+  }
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (!quiet) {
+    const double audio = static_cast<double>(r->pcm_samples) / model.sample_rate();
+    std::fprintf(stderr, "lfmvox: %d text tokens, %d audio frames, %.2f s of speech in %.2f s%s%s\n",
+                 r->text_tokens, r->audio_frames, audio, wall, r->ended ? "" : " (budget reached before the end)",
+                 r->context_full ? " (context full)" : "");
+  }
+  return 0;
+}
+
+int Tts(int argc, char** argv) {
+  Args args;
+  std::string err;
+  if (!ParseArgs(argc, argv, 2,
+                 {"model", "voice", "output", "pcm", "threads", "seed", "temperature", "top-k", "max-new"},
+                 {"quiet"}, &args, &err)) {
+    return UsageError(err);
+  }
+  const std::string* model_dir = args.Get("model");
+  const std::string* output = args.Get("output");
+  if (!model_dir || !output || args.positional.size() != 1) {
+    return UsageError("tts needs --model, -o and the text as one argument");
+  }
+  lfmvox::PcmFormat format = lfmvox::PcmFormat::kS16;
+  if (const std::string* p = args.Get("pcm")) {
+    if (*p == "f32") format = lfmvox::PcmFormat::kF32;
+    else if (*p != "s16") return UsageError("--pcm takes s16 or f32, not " + *p);
+  }
+  lfmvox::GenerateOptions o;
+  o.mode = lfmvox::GenerationMode::kSequential;
+  o.max_new_tokens = 1024;
+  o.audio = {0.8f, 64};  // the LFM2.5-Audio README's TTS settings
+  uint64_t seed = 0;
+  if (std::string e = ParseSampling(args, &o, &seed); !e.empty()) return UsageError(e);
+  if (const std::string* v = args.Get("max-new"); v && !ParseInt(*v, 1, 1 << 20, &o.max_new_tokens)) {
+    return UsageError("--max-new takes a positive integer");
+  }
+  int threads;
+  if (int rc = ThreadsArg(args, &threads)) return rc;
+  const std::string voice = args.Get("voice") ? *args.Get("voice") : "US female";
+
+  auto model = lfmvox::AudioModel::Load(*model_dir);
+  if (!model.ok()) return Fail(model.status().message());
+  auto conv = lfmvox::Conversation::Create(*model, {.threads = threads, .context = 4096, .seed = seed});
+  if (!conv.ok()) return Fail(conv.status().message());
+  if (lfmvox::Status s = (*conv)->StartSpeech(voice, args.positional[0]); !s.ok()) return Fail(s.message());
+  return RunGeneration(**conv, **model, o, output, format, false, args.Has("quiet") || *output == "-");
+}
+
+// Appends the prompt segments of a JSON file to the conversation.
+lfmvox::Status AddPrompt(lfmvox::Conversation& conv, const std::string& path) {
+  std::ifstream f(path);
+  if (!f) return lfmvox::NotFound("cannot open the prompt file " + path);
+  const nlohmann::json j = nlohmann::json::parse(f, nullptr, false);
+  if (j.is_discarded() || !j.is_array()) {
+    return lfmvox::InvalidArgument(path + " must hold a JSON list of segments like {\"text\": \"...\"}");
+  }
+  for (size_t i = 0; i < j.size(); ++i) {
+    const nlohmann::json& seg = j[i];
+    const std::string where = path + " segment " + std::to_string(i);
+    if (!seg.is_object() || seg.size() != 1) {
+      return lfmvox::InvalidArgument(where + ": each segment is an object with one key: text, ids or audio_out");
+    }
+    if (auto t = seg.find("text"); t != seg.end()) {
+      if (!t->is_string()) return lfmvox::InvalidArgument(where + ": \"text\" must be a string");
+      LFM_RETURN_IF_ERROR(conv.AddText(t->get<std::string>()).WithContext(where));
+    } else if (auto ids = seg.find("ids"); ids != seg.end()) {
+      std::vector<int32_t> v;
+      for (const auto& x : *ids) {
+        if (!x.is_number_integer() || x.get<int64_t>() < 0 || x.get<int64_t>() > INT32_MAX) {
+          return lfmvox::InvalidArgument(where + ": \"ids\" must be a list of non-negative integers");
+        }
+        v.push_back(x.get<int32_t>());
+      }
+      LFM_RETURN_IF_ERROR(conv.AddTokens(v).WithContext(where));
+    } else if (auto ao = seg.find("audio_out"); ao != seg.end()) {
+      std::vector<int32_t> v;
+      for (const auto& frame : *ao) {
+        if (!frame.is_array()) return lfmvox::InvalidArgument(where + ": \"audio_out\" is a list of frames of codes");
+        for (const auto& x : frame) {
+          if (!x.is_number_integer() || x.get<int64_t>() < 0 || x.get<int64_t>() > INT32_MAX) {
+            return lfmvox::InvalidArgument(where + ": audio codes must be non-negative integers");
+          }
+          v.push_back(x.get<int32_t>());
+        }
+      }
+      LFM_RETURN_IF_ERROR(conv.AddAudioOut(v).WithContext(where));
+    } else if (seg.contains("audio")) {
+      return lfmvox::Unimplemented(where + ": audio input needs the audio encoder, which this build lacks yet");
+    } else {
+      return lfmvox::InvalidArgument(where + ": unknown segment key " + seg.begin().key());
+    }
+  }
+  return lfmvox::Status::Ok();
+}
+
+int Generate(int argc, char** argv) {
+  Args args;
+  std::string err;
+  if (!ParseArgs(argc, argv, 2,
+                 {"model", "prompt", "mode", "max-new", "seed", "temperature", "top-k", "text-temperature",
+                  "text-top-k", "output", "pcm", "threads", "context"},
+                 {"quiet"}, &args, &err)) {
+    return UsageError(err);
+  }
+  const std::string* model_dir = args.Get("model");
+  const std::string* prompt = args.Get("prompt");
+  if (!model_dir || !prompt || !args.positional.empty()) return UsageError("generate needs --model and --prompt");
+  lfmvox::GenerateOptions o;  // greedy unless a sampling flag says otherwise
+  if (const std::string* m = args.Get("mode")) {
+    if (*m == "interleaved") o.mode = lfmvox::GenerationMode::kInterleaved;
+    else if (*m != "sequential") return UsageError("--mode takes sequential or interleaved");
+  }
+  if (const std::string* v = args.Get("max-new"); v && !ParseInt(*v, 0, 1 << 20, &o.max_new_tokens)) {
+    return UsageError("--max-new takes a non-negative integer");
+  }
+  uint64_t seed = 0;
+  if (std::string e = ParseSampling(args, &o, &seed); !e.empty()) return UsageError(e);
+  int threads;
+  if (int rc = ThreadsArg(args, &threads)) return rc;
+  int context = 4096;
+  if (const std::string* v = args.Get("context"); v && !ParseInt(*v, 1, 1 << 20, &context)) {
+    return UsageError("--context takes a positive integer");
+  }
+  lfmvox::PcmFormat format = lfmvox::PcmFormat::kS16;
+  if (const std::string* p = args.Get("pcm")) {
+    if (*p == "f32") format = lfmvox::PcmFormat::kF32;
+    else if (*p != "s16") return UsageError("--pcm takes s16 or f32, not " + *p);
+  }
+  const std::string* output = args.Get("output");
+  if (output && *output == "-") return UsageError("generate prints items on stdout; write speech to a file");
+
+  auto model = lfmvox::AudioModel::Load(*model_dir);
+  if (!model.ok()) return Fail(model.status().message());
+  auto conv = lfmvox::Conversation::Create(
+      *model, {.threads = threads, .context = static_cast<size_t>(context), .seed = seed});
+  if (!conv.ok()) return Fail(conv.status().message());
+  if (lfmvox::Status s = AddPrompt(**conv, *prompt); !s.ok()) return Fail(s.message());
+  return RunGeneration(**conv, **model, o, output, format, true, args.Has("quiet"));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  // A closed pipe on `-o -` becomes a write error with a message, not a silent kill.
+  std::signal(SIGPIPE, SIG_IGN);
   if (argc < 2) return UsageError("no command given");
   const std::string cmd = argv[1];
   if (cmd == "detokenize") return Detokenize(argc, argv);
+  if (cmd == "tts") return Tts(argc, argv);
+  if (cmd == "generate") return Generate(argc, argv);
   if (cmd == "help" || cmd == "--help" || cmd == "-h") {
     std::fputs(kUsage, stdout);
     return 0;

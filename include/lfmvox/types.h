@@ -1,0 +1,11 @@
+// Small vocabulary types shared by the public API and the engine.
+#pragma once
+
+namespace lfmvox {
+
+enum class GenerationMode {
+  kSequential,   // ASR, TTS, text chat: text, or <|audio_start|> then speech
+  kInterleaved,  // speech-to-speech: slots of text tokens and audio frames
+};
+
+}  // namespace lfmvox

@@ -1,0 +1,18 @@
+// Small file helpers shared by the readers in src/io.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "base/status.h"
+
+namespace lfmvox {
+
+// Reads a whole (small) file. Files larger than `max_bytes` are refused with OutOfRange rather than read,
+// so a wrong path (a device, a multi-GB file) cannot exhaust memory.
+Result<std::string> ReadFileToString(const std::string& path, uint64_t max_bytes);
+
+// "open X: No such file or directory" as NotFound, other errno values as IoError.
+Status ErrnoStatus(const std::string& what, const std::string& path, int err);
+
+}  // namespace lfmvox

@@ -1,0 +1,123 @@
+// Safetensors checkpoints, read through a read-only mmap, and a small writer.
+//
+// Format: u64-LE header length N, N bytes of JSON {name: {dtype, shape, data_offsets: [begin, end]},
+// "__metadata__": {str: str}}, then the data area; offsets are relative to the data area. Every field is
+// validated on open, so a TensorView handed out later always lies inside the file and has the size its
+// dtype and shape say. The file must not be truncated or rewritten while it is mapped (that is SIGBUS
+// territory, which no parser can prevent).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/aligned.h"
+#include "base/status.h"
+#include "tensor/tensor.h"
+
+namespace lfmvox {
+
+// Larger headers are refused: real ones are a few hundred KB even for thousands of tensors.
+inline constexpr uint64_t kMaxSafetensorsHeaderBytes = 100ull << 20;
+
+struct SafetensorsEntry {
+  std::string name;
+  DType dtype = DType::kF32;
+  Shape shape;
+  uint64_t begin = 0;  // byte offsets relative to the data area, begin <= end
+  uint64_t end = 0;
+};
+
+struct SafetensorsHeader {
+  uint64_t data_offset = 0;                     // 8 + N: where the data area starts in the file
+  std::vector<SafetensorsEntry> tensors;        // sorted by begin (then name)
+  std::map<std::string, std::string> metadata;  // "__metadata__", may be empty
+};
+
+// Parses and validates the header of a complete in-memory safetensors image (`file` is the whole file,
+// so the data area's size is known). This is the one parser: the mmap path and the fuzz target use it.
+Result<SafetensorsHeader> ParseSafetensorsHeader(std::string_view file);
+
+// One .safetensors file. Immutable after Open; safe to read from many threads.
+class SafetensorsFile {
+ public:
+  static Result<std::unique_ptr<SafetensorsFile>> Open(const std::string& path);
+  // Copies `bytes` into an owned buffer and parses it with the same code as Open.
+  static Result<std::unique_ptr<SafetensorsFile>> OpenFromMemory(std::string_view bytes,
+                                                                 std::string name = "<memory>");
+  ~SafetensorsFile();
+  SafetensorsFile(const SafetensorsFile&) = delete;
+  SafetensorsFile& operator=(const SafetensorsFile&) = delete;
+
+  bool Has(std::string_view name) const;
+  Result<TensorView> Get(std::string_view name) const;  // NotFound names the tensor and the file
+  std::vector<std::string> Names() const;               // sorted
+  const std::map<std::string, std::string>& metadata() const { return metadata_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  SafetensorsFile() = default;
+  // Validates the header and builds the tensor views over [base, base + size).
+  Status Init(const void* base, size_t size);
+
+  std::string path_;
+  void* map_ = nullptr;  // mmap'd region (Open), or null
+  size_t map_size_ = 0;
+  AlignedBuffer<std::byte> owned_;  // OpenFromMemory's copy
+  // Tensors whose offset in the file is not a multiple of their element size are copied here, so every
+  // view is naturally aligned (the format pads the header to 8 bytes, so this is rare).
+  std::vector<AlignedBuffer<std::byte>> realigned_;
+  std::map<std::string, TensorView, std::less<>> tensors_;
+  std::map<std::string, std::string> metadata_;
+};
+
+// A checkpoint: one safetensors file or a sharded set. Immutable after Open, movable, shareable across
+// threads; the views it hands out live as long as the Checkpoint.
+class Checkpoint {
+ public:
+  // `path` may be
+  //   - a .safetensors file,
+  //   - a directory holding model.safetensors.index.json (sharded: {"weight_map": {name: shard file}},
+  //     shard files relative to the index's directory), or a path to such an index file,
+  //   - a directory holding model.safetensors.
+  // In a sharded set the weight map is authoritative: every listed tensor must be in its shard, each shard
+  // is opened once, and tensors a shard holds but the map does not list are not exposed.
+  static Result<Checkpoint> Open(const std::string& path);
+  // A checkpoint over one already opened file (tests, fuzzing, in-memory images).
+  static Checkpoint FromFile(std::unique_ptr<SafetensorsFile> file);
+
+  Checkpoint(Checkpoint&&) = default;
+  Checkpoint& operator=(Checkpoint&&) = default;
+
+  bool Has(std::string_view name) const;
+  Result<TensorView> Get(std::string_view name) const;  // NotFound names the tensor
+  // Also checks the shape; the message names the tensor, its shape and the expected one.
+  Result<TensorView> Get(std::string_view name, const Shape& expected) const;
+  std::vector<std::string> Names() const;  // sorted
+  const std::string& path() const { return path_; }
+
+ private:
+  Checkpoint() = default;
+
+  std::string path_;
+  std::vector<std::unique_ptr<SafetensorsFile>> files_;  // unique_ptr: views stay valid when moved
+  std::map<std::string, TensorView, std::less<>> tensors_;
+};
+
+struct TensorToWrite {
+  std::string name;
+  DType dtype = DType::kF32;
+  std::vector<int64_t> shape;  // any rank (the reader accepts up to kMaxDims)
+  const void* data = nullptr;
+  size_t size = 0;  // bytes; must equal product(shape) * DTypeSize(dtype)
+};
+
+// Writes tensors in the given order, contiguous, header padded with spaces to a multiple of 8 bytes as the
+// reference writer does. Names must be unique, non-empty and not "__metadata__".
+Status WriteSafetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,
+                        const std::map<std::string, std::string>& metadata = {});
+
+}  // namespace lfmvox

@@ -1,0 +1,143 @@
+// Greedy generation against the oracle (tests/data/lfm25_{tiny,small}):
+// tts/sequential — the text-only prompt tts/text_ids, generate_sequential
+// with max_new_tokens 24 — must be reproduced exactly: every text id, every
+// code, the switch to audio, the end-of-audio frame and the text after it.
+// Also: the official append rules for a second turn, and a clear stop when
+// the context is full. The model directories hold the surrogate
+// tokenizer.json (tests/data/tokenizer) only for the special-token names.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "model/pipeline/lfm25_audio.h"
+#include "threading/thread_team.h"
+#include "trace_util.h"
+
+namespace lfmvox {
+namespace {
+
+using testing::LoadTrace;
+
+// Records items as rows of the trace format: [0, id, -1×7] or [1, c0..c7].
+class RowSink : public GenerationSink {
+ public:
+  Status OnText(int32_t id) override {
+    rows.push_back({0, id, -1, -1, -1, -1, -1, -1, -1});
+    return Status::Ok();
+  }
+  Status OnAudioFrame(std::span<const int32_t> codes, bool) override {
+    std::vector<int64_t> r{1};
+    r.insert(r.end(), codes.begin(), codes.end());
+    rows.push_back(r);
+    return Status::Ok();
+  }
+  std::vector<std::vector<int64_t>> rows;
+};
+
+const Lfm25AudioModel& Model(const std::string& name) {
+  static std::map<std::string, std::unique_ptr<Lfm25AudioModel>> cache;
+  auto& m = cache[name];
+  if (!m) {
+    auto r = Lfm25AudioModel::Load(testing::DataPath(name), {.load_detokenizer = false});
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    m = std::move(r).value();
+  }
+  return *m;
+}
+
+std::vector<int32_t> Ids(const std::string& trace) {
+  std::vector<int32_t> out;
+  for (int64_t v : LoadTrace(trace).ToInt64()) out.push_back(static_cast<int32_t>(v));
+  return out;
+}
+
+class Generation : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(Generation, TtsSequentialGreedyMatchesTrace) {
+  const Lfm25AudioModel& m = Model(GetParam());
+  const NpyArray want = LoadTrace(GetParam() + "/traces/tts__sequential.npy");  // [24, 9]
+  const std::vector<int64_t> w = want.ToInt64();
+  for (int threads : {1, 2}) {
+    ThreadTeam team(threads);
+    auto s = Lfm25Session::Create(m, {.threads = threads, .context = 256, .prefill_chunk = 16});
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    ASSERT_TRUE((*s)->AppendTokens(Ids(GetParam() + "/traces/tts__text_ids.npy")).ok());
+    RowSink sink;
+    auto r = (*s)->Generate({.mode = GenerationMode::kSequential, .max_new_tokens = 24}, sink, team);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    ASSERT_EQ(sink.rows.size(), 24u);
+    for (size_t i = 0; i < 24; ++i) {
+      const std::vector<int64_t> row(w.begin() + static_cast<long>(i * 9), w.begin() + static_cast<long>(i * 9 + 9));
+      EXPECT_EQ(sink.rows[i], row) << "item " << i << " threads " << threads;
+    }
+    EXPECT_FALSE(r->ended);
+    EXPECT_EQ(r->text_tokens + r->audio_frames, 24);
+  }
+}
+
+// Turn 2's prompt is turn 1's prompt, every generated item with its flag in
+// order, then "<|im_end|>\n" (a sequential turn's own <|im_end|> not added
+// twice), then the next turn's pieces.
+TEST_P(Generation, SecondTurnFollowsTheAppendRules) {
+  const Lfm25AudioModel& m = Model(GetParam());
+  ThreadTeam team(1);
+  auto s = Lfm25Session::Create(m, {.threads = 1, .context = 256});
+  ASSERT_TRUE(s.ok());
+  const std::vector<int32_t> prompt = Ids(GetParam() + "/traces/tts__text_ids.npy");
+  ASSERT_TRUE((*s)->AppendTokens(prompt).ok());
+  RowSink sink;
+  ASSERT_TRUE((*s)->Generate({.max_new_tokens = 8}, sink, team).ok());
+  ASSERT_TRUE((*s)->EndTurn().ok());
+  // The next turn's opening, as ids: the surrogate tokenizer's word ids lie
+  // beyond these tiny models' vocabularies.
+  const std::vector<int32_t> next = {m.special().im_start, 60, *m.tokenizer().TokenId("Ċ")};
+  ASSERT_TRUE((*s)->AppendTokens(next).ok());
+  const size_t n = prompt.size();
+  ASSERT_EQ((*s)->positions(), n + sink.rows.size() + 2 + 3);
+  for (size_t i = 0; i < n; ++i) EXPECT_EQ((*s)->token(i), prompt[i]);
+  for (size_t i = 0; i < sink.rows.size(); ++i) {
+    const auto& row = sink.rows[i];
+    if (row[0] == 0) {
+      EXPECT_EQ((*s)->modality(n + i), Modality::kText);
+      EXPECT_EQ((*s)->token(n + i), row[1]);
+    } else {
+      EXPECT_EQ((*s)->modality(n + i), Modality::kAudioOut);
+      auto codes = (*s)->audio_codes(n + i);
+      EXPECT_EQ(std::vector<int64_t>(codes.begin(), codes.end()),
+                std::vector<int64_t>(row.begin() + 1, row.end()));
+    }
+  }
+  const size_t e = n + sink.rows.size();
+  EXPECT_EQ((*s)->token(e), m.special().im_end);
+  EXPECT_EQ((*s)->token(e + 1), *m.tokenizer().TokenId("Ċ"));  // "\n"
+  EXPECT_EQ((*s)->token(e + 2), m.special().im_start);
+  // The cached prefix is reused: only the new positions run on the next Prefill.
+  const size_t cached = (*s)->cached_positions();
+  EXPECT_EQ(cached, e - 1);
+  ASSERT_TRUE((*s)->Prefill(team).ok());
+  EXPECT_EQ((*s)->cached_positions(), (*s)->positions());
+}
+
+TEST_P(Generation, FullContextStopsCleanly) {
+  const Lfm25AudioModel& m = Model(GetParam());
+  ThreadTeam team(1);
+  const std::vector<int32_t> prompt = Ids(GetParam() + "/traces/tts__text_ids.npy");
+  auto s = Lfm25Session::Create(m, {.threads = 1, .context = prompt.size() + 5});
+  ASSERT_TRUE(s.ok());
+  ASSERT_TRUE((*s)->AppendTokens(prompt).ok());
+  RowSink sink;
+  auto r = (*s)->Generate({.max_new_tokens = 24}, sink, team);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(r->context_full);
+  EXPECT_EQ(sink.rows.size(), 5u);
+  auto too_long = (*s)->AppendTokens(prompt);
+  ASSERT_FALSE(too_long.ok());
+  EXPECT_NE(too_long.message().find("context"), std::string::npos);
+}
+
+INSTANTIATE_TEST_SUITE_P(Oracle, Generation, ::testing::Values("lfm25_tiny", "lfm25_small"));
+
+}  // namespace
+}  // namespace lfmvox
