@@ -1,5 +1,6 @@
 #include "tools/checkpoint_gen.h"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -44,12 +45,23 @@ struct Builder {
   std::vector<std::vector<float>> f32;
   std::vector<TensorToWrite> tensors;
 
-  // mean + stddev·N, rounded to bf16.
+  bool uniform = false;  // uniform values of the same variance (fast, for huge checkpoints)
+
+  // mean + stddev·N (or uniform of that variance), rounded to bf16.
   void Add(const std::string& name, std::vector<int64_t> shape, float mean, float stddev) {
     int64_t n = 1;
     for (int64_t d : shape) n *= d;
     std::vector<uint16_t>& v = bf16.emplace_back(static_cast<size_t>(n));
-    for (auto& x : v) x = F32ToBf16(mean + stddev * rng.Normal());
+    if (uniform) {
+      const float a = stddev * 1.7320508f * 0x1.0p-31f;  // √3·σ over a signed 32-bit draw
+      for (size_t i = 0; i < v.size(); i += 2) {
+        const uint64_t r = rng.Next();
+        v[i] = F32ToBf16(mean + a * static_cast<float>(static_cast<int32_t>(r)));
+        if (i + 1 < v.size()) v[i + 1] = F32ToBf16(mean + a * static_cast<float>(static_cast<int32_t>(r >> 32)));
+      }
+    } else {
+      for (auto& x : v) x = F32ToBf16(mean + stddev * rng.Normal());
+    }
     tensors.push_back({name, DType::kBF16, std::move(shape), v.data(), v.size() * 2});
   }
   void Matrix(const std::string& name, int64_t out, int64_t in) {
@@ -86,7 +98,7 @@ Status WriteRandomDetokenizer(const std::string& dir, const DetokenizerShape& s)
   if (s.codebooks != 8) cfg["codebooks"] = s.codebooks;
   std::ofstream(out + "/config.json") << cfg.dump(2) << "\n";
 
-  Builder b{Rng(s.seed), {}, {}, {}};
+  Builder b{Rng(s.seed), {}, {}, {}, false};
   b.bf16.reserve(16 * static_cast<size_t>(s.layers) + 8);
   const int64_t H = s.hidden;
   b.Add("emb.emb.weight", {int64_t{s.codebooks} * s.codebook_size, H}, 0.0f, 1.0f);
@@ -121,6 +133,107 @@ Status WriteRandomDetokenizer(const std::string& dir, const DetokenizerShape& s)
   }
   b.tensors.push_back({"istft.window", DType::kF32, {s.n_fft}, w.data(), w.size() * 4});
   return WriteSafetensors(out + "/model.safetensors", b.tensors);
+}
+
+Lfm25AudioShape Lfm25AudioShape::Demo() {
+  Lfm25AudioShape s;
+  s.hidden = 256;
+  s.layers = 6;
+  s.attention_layers = {2, 4};
+  s.heads = 4;
+  s.kv_heads = 2;
+  s.block_ff_dim = 768;
+  s.multiple_of = 128;
+  s.vocab = 6656;
+  s.depth_dim = 256;
+  s.depth_layers = 2;
+  return s;
+}
+
+Status WriteRandomLfm25Audio(const std::string& dir, const Lfm25AudioShape& s) {
+  if (s.hidden % s.heads != 0 || s.heads % s.kv_heads != 0 || s.depth_dim % 32 != 0) {
+    return InvalidArgument("generator: heads must divide hidden, kv_heads divide heads, 32 divide depth_dim");
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return IoError("cannot create " + dir + ": " + ec.message());
+  const int64_t H = s.hidden, D = s.depth_dim, C = s.codebooks, V = s.audio_vocab;
+  int64_t ff = static_cast<int64_t>(2.0 * s.block_ff_dim / 3.0);
+  ff = s.multiple_of * ((ff + s.multiple_of - 1) / s.multiple_of);
+  // liquid-audio's depthformer: 32 query heads, 8 KV heads, FFN 256·ceil(int(8D/3)/256).
+  const int64_t dq = D, dkv = D / 4, dff = 256 * ((static_cast<int64_t>(8.0 * D / 3.0) + 255) / 256);
+  nlohmann::json cfg = {
+      {"architectures", {"LFM2AudioModel"}}, {"codebooks", s.codebooks}, {"tie_audio_embeddings", false},
+      {"semantic_codebook_factor", 100}, {"codebook_weight", "log"}, {"interleaved_n_text", s.n_text},
+      {"interleaved_n_audio", s.n_audio},
+      {"preprocessor", {{"sample_rate", 16000}, {"normalize", "per_feature"}, {"window_size", 0.025},
+                        {"window_stride", 0.01}, {"window", "hann"}, {"features", 128}, {"n_fft", 512},
+                        {"log", true}, {"frame_splicing", 1}, {"dither", 1e-5}, {"pad_to", 0}, {"pad_value", 0.0}}},
+      {"lfm", {{"architectures", {"Lfm2ForCausalLM"}}, {"model_type", "lfm2"}, {"vocab_size", s.vocab},
+               {"hidden_size", s.hidden}, {"num_hidden_layers", s.layers}, {"num_attention_heads", s.heads},
+               {"num_key_value_heads", s.kv_heads}, {"max_position_embeddings", 128000}, {"norm_eps", 1e-5},
+               {"conv_bias", false}, {"conv_L_cache", 3}, {"block_ff_dim", s.block_ff_dim},
+               {"block_multiple_of", s.multiple_of}, {"block_ffn_dim_multiplier", 1.0},
+               {"block_auto_adjust_ff_dim", true}, {"full_attn_idxs", s.attention_layers}, {"rope_theta", 1e6},
+               {"tie_embedding", true}, {"pad_token_id", 0}, {"bos_token_id", 1}, {"eos_token_id", 7},
+               {"use_cache", true}}},
+      {"depthformer", {{"layers", s.depth_layers}, {"dim", s.depth_dim}, {"tie", true}}}};
+  std::ofstream(dir + "/config.json") << cfg.dump(2) << "\n";
+
+  Builder b{Rng(s.seed), {}, {}, {}, true};
+  b.bf16.reserve(static_cast<size_t>(16 * s.layers + 16 * s.depth_layers + 8 * s.codebooks + 16));
+  std::vector<int64_t> offsets(static_cast<size_t>(C));
+  for (int64_t k = 0; k < C; ++k) offsets[static_cast<size_t>(k)] = k * V;
+  b.tensors.push_back({"codebook_offsets", DType::kI64, {C}, offsets.data(), offsets.size() * 8});
+  b.Add("audio_loss_weights", {C}, 1.0f, 0.0f);
+  b.Add("lfm.embed_tokens.weight", {s.vocab, H}, 0.0f, 1.0f);
+  b.Norm("lfm.embedding_norm.weight", H);
+  for (int i = 0; i < s.layers; ++i) {
+    const std::string p = "lfm.layers." + std::to_string(i) + ".";
+    b.Norm(p + "operator_norm.weight", H);
+    b.Norm(p + "ffn_norm.weight", H);
+    const bool attn = std::find(s.attention_layers.begin(), s.attention_layers.end(), i) != s.attention_layers.end();
+    if (attn) {
+      const int64_t hd = H / s.heads;
+      b.Matrix(p + "self_attn.q_proj.weight", H, H);
+      b.Matrix(p + "self_attn.k_proj.weight", s.kv_heads * hd, H);
+      b.Matrix(p + "self_attn.v_proj.weight", s.kv_heads * hd, H);
+      b.Matrix(p + "self_attn.out_proj.weight", H, H);
+      b.Norm(p + "self_attn.q_layernorm.weight", hd);
+      b.Norm(p + "self_attn.k_layernorm.weight", hd);
+    } else {
+      b.Matrix(p + "conv.in_proj.weight", 3 * H, H);
+      b.Add(p + "conv.conv.weight", {H, 1, 3}, 0.0f, 1.0f / std::sqrt(3.0f));
+      b.Matrix(p + "conv.out_proj.weight", H, H);
+    }
+    b.Matrix(p + "feed_forward.w1.weight", ff, H);
+    b.Matrix(p + "feed_forward.w3.weight", ff, H);
+    b.Matrix(p + "feed_forward.w2.weight", H, ff);
+  }
+  b.Add("audio_embedding.embedding.weight", {C * V, H}, 0.0f, 1.0f);
+  b.Norm("audio_embedding.embedding_norm.weight", H);
+  b.Add("audio_embedding.to_logits.weight", {C * V, H}, 0.0f, 0.0f);  // unused at inference
+  b.Matrix("depth_linear.weight", C * D, H);
+  b.Add("depth_linear.bias", {C * D}, 0.0f, 0.05f);
+  for (int j = 0; j < s.depth_layers; ++j) {
+    const std::string p = "depthformer.layers." + std::to_string(j) + ".";
+    b.Norm(p + "operator_norm.weight", D);
+    b.Norm(p + "ffn_norm.weight", D);
+    b.Matrix(p + "operator.qkv_proj.weight", dq + 2 * dkv, D);
+    b.Matrix(p + "operator.out_proj.weight", D, D);
+    b.Norm(p + "operator.bounded_attention.q_layernorm.weight", D / 32);
+    b.Norm(p + "operator.bounded_attention.k_layernorm.weight", D / 32);
+    b.Matrix(p + "feed_forward.w1.weight", dff, D);
+    b.Matrix(p + "feed_forward.w3.weight", dff, D);
+    b.Matrix(p + "feed_forward.w2.weight", D, dff);
+  }
+  for (int k = 0; k < s.codebooks; ++k) {
+    // The tied to_logits copy is omitted, as in the released file.
+    const std::string p = "depth_embeddings." + std::to_string(k) + ".";
+    b.Add(p + "embedding.weight", {V, D}, 0.0f, 1.0f);
+    b.Norm(p + "embedding_norm.weight", D);
+  }
+  return WriteSafetensors(dir + "/model.safetensors", b.tensors);
 }
 
 }  // namespace lfmvox::tools

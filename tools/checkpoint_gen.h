@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "base/status.h"
 
@@ -28,5 +29,33 @@ struct DetokenizerShape {
 
 // Writes DIR/audio_detokenizer/{config.json, model.safetensors}.
 Status WriteRandomDetokenizer(const std::string& dir, const DetokenizerShape& shape);
+
+struct Lfm25AudioShape {
+  // Defaults: the real LFM2.5-Audio-1.5B main model (spec §1.2, §1.4).
+  int hidden = 2048;
+  int layers = 16;
+  std::vector<int> attention_layers = {2, 5, 8, 10, 12, 14};
+  int heads = 32;
+  int kv_heads = 8;
+  int block_ff_dim = 12288;  // auto-adjusted: int(2·12288/3) rounded up to 256 → 8192
+  int multiple_of = 256;
+  int vocab = 65536;
+  int codebooks = 8;
+  int audio_vocab = 2049;    // 2048 codes + end-of-audio
+  int depth_dim = 1024;
+  int depth_layers = 6;
+  int n_text = 6;
+  int n_audio = 12;
+  uint64_t seed = 1;
+
+  // A small model for demos and quick runs (vocab large enough for the
+  // repository's tokenizer fixture).
+  static Lfm25AudioShape Demo();
+};
+
+// Writes DIR/{config.json, model.safetensors} (main model only; the
+// tokenizer and audio_detokenizer/ are separate). Values are uniform with
+// the recipe's standard deviations, which keeps multi-gigabyte generation fast.
+Status WriteRandomLfm25Audio(const std::string& dir, const Lfm25AudioShape& shape);
 
 }  // namespace lfmvox::tools

@@ -1,34 +1,134 @@
-// lfmvox-make-checkpoint: writes a random checkpoint in the real layout.
+// lfmvox-make-checkpoint: writes random checkpoints in the real layout.
 //   lfmvox-make-checkpoint detokenizer --out DIR [--seed N] [--vocab N]
+//   lfmvox-make-checkpoint lfm25-audio --out DIR --tokenizer tokenizer.json [--size real|demo] [--seed N]
+//                                      [--steer-tts TEXT [--voice V]]
+// lfm25-audio writes config.json, model.safetensors, tokenizer.json and
+// audio_detokenizer/. --steer-tts edits one embedding row (<|audio_start|>)
+// so that the TTS prompt for TEXT starts speech under greedy text decoding,
+// as the project's oracle checkpoints do; the weights stay random, so the
+// speech is noise. It exists so demos exercise the whole path.
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string>
+#include <vector>
 
+#include "io/safetensors.h"
+#include "model/pipeline/lfm25_audio.h"
+#include "tensor/dtype.h"
+#include "threading/thread_team.h"
 #include "tools/checkpoint_gen.h"
 
+namespace {
+
+using namespace lfmvox;
+
+int Fail(const std::string& m) {
+  std::fprintf(stderr, "lfmvox-make-checkpoint: error: %s\n", m.c_str());
+  return 1;
+}
+
+// Sets embed_tokens[<|audio_start|>] = √H · unit(h), h the final hidden state
+// of the TTS prompt, so greedy decoding's first token is <|audio_start|>.
+Status SteerTts(const std::string& dir, const std::string& voice, const std::string& text) {
+  int32_t row = 0;
+  std::vector<float> h;
+  {
+    LFM_ASSIGN_OR_RETURN(auto model, Lfm25AudioModel::Load(dir, {.load_detokenizer = false}));
+    LFM_ASSIGN_OR_RETURN(auto session, Lfm25Session::Create(*model, {.threads = 1, .context = 1024}));
+    LFM_RETURN_IF_ERROR(session->AppendTtsPrompt(voice, text));
+    ThreadTeam team(1);
+    LFM_ASSIGN_OR_RETURN(const float* last, session->Prefill(team));
+    h.assign(last, last + model->config().lfm.hidden_size);
+    row = model->special().audio_start;
+  }
+  double norm = 0;
+  for (float v : h) norm += static_cast<double>(v) * v;
+  const double scale = std::sqrt(static_cast<double>(h.size()) / norm);
+  const std::string path = dir + "/model.safetensors";
+  std::string bytes;
+  {
+    std::ifstream f(path, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+  }
+  LFM_ASSIGN_OR_RETURN(SafetensorsHeader header, ParseSafetensorsHeader(bytes));
+  for (const SafetensorsEntry& e : header.tensors) {
+    if (e.name != "lfm.embed_tokens.weight") continue;
+    if (e.dtype != DType::kBF16) return Unimplemented("steering expects BF16 embeddings");
+    const size_t off = header.data_offset + e.begin + static_cast<size_t>(row) * h.size() * 2;
+    for (size_t i = 0; i < h.size(); ++i) {
+      const uint16_t b = F32ToBf16(static_cast<float>(h[i] * scale));
+      std::memcpy(&bytes[off + 2 * i], &b, 2);
+    }
+    std::ofstream(path, std::ios::binary | std::ios::trunc).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    return Status::Ok();
+  }
+  return NotFound("lfm.embed_tokens.weight");
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
-  if (argc < 2 || std::string(argv[1]) != "detokenizer") {
-    std::fprintf(stderr, "usage: lfmvox-make-checkpoint detokenizer --out DIR [--seed N] [--vocab N]\n");
+  const std::string kUsage =
+      "usage: lfmvox-make-checkpoint detokenizer --out DIR [--seed N] [--vocab N]\n"
+      "       lfmvox-make-checkpoint lfm25-audio --out DIR --tokenizer FILE [--size real|demo] [--seed N]\n"
+      "                                          [--steer-tts TEXT] [--voice V]\n";
+  if (argc < 2) {
+    std::fputs(kUsage.c_str(), stderr);
     return 2;
   }
-  std::string out;
-  lfmvox::tools::DetokenizerShape shape;
+  const std::string what = argv[1];
+  std::string out, tokenizer, size = "real", steer, voice = "US female";
+  uint64_t seed = 1;
+  int vocab = 0;
   for (int i = 2; i + 1 < argc; i += 2) {
     const std::string k = argv[i], v = argv[i + 1];
     if (k == "--out") out = v;
-    else if (k == "--seed") shape.seed = std::strtoull(v.c_str(), nullptr, 10);
-    else if (k == "--vocab") shape.vocab = std::atoi(v.c_str());
-    else { std::fprintf(stderr, "unknown option %s\n", k.c_str()); return 2; }
+    else if (k == "--seed") seed = std::strtoull(v.c_str(), nullptr, 10);
+    else if (k == "--vocab") vocab = std::atoi(v.c_str());
+    else if (k == "--tokenizer") tokenizer = v;
+    else if (k == "--size") size = v;
+    else if (k == "--steer-tts") steer = v;
+    else if (k == "--voice") voice = v;
+    else { std::fprintf(stderr, "unknown option %s\n%s", k.c_str(), kUsage.c_str()); return 2; }
   }
-  if (out.empty() || shape.vocab < 1) {
-    std::fprintf(stderr, "lfmvox-make-checkpoint: --out DIR is required (and --vocab must be positive)\n");
+  if (out.empty()) { std::fputs(kUsage.c_str(), stderr); return 2; }
+  if (what == "detokenizer") {
+    tools::DetokenizerShape shape;
+    shape.seed = seed;
+    if (vocab > 0) shape.vocab = vocab;
+    if (Status s = tools::WriteRandomDetokenizer(out, shape); !s.ok()) return Fail(s.message());
+  } else if (what == "lfm25-audio") {
+    if (tokenizer.empty()) return Fail("lfm25-audio needs --tokenizer FILE (a tokenizer.json to ship with it)");
+    if (size != "real" && size != "demo") return Fail("--size takes real or demo");
+    tools::Lfm25AudioShape shape = size == "real" ? tools::Lfm25AudioShape{} : tools::Lfm25AudioShape::Demo();
+    shape.seed = seed;
+    if (vocab > 0) shape.vocab = vocab;
+    tools::DetokenizerShape detok;
+    detok.seed = seed + 1;
+    if (size == "demo") {  // a small detokenizer too
+      detok.hidden = 128;
+      detok.heads = 4;
+      detok.kv_heads = 2;
+      detok.ffn = 256;
+      detok.vocab = 16;
+    }
+    if (Status s = tools::WriteRandomLfm25Audio(out, shape); !s.ok()) return Fail(s.message());
+    if (Status s = tools::WriteRandomDetokenizer(out, detok); !s.ok()) return Fail(s.message());
+    std::error_code ec;
+    std::filesystem::copy_file(tokenizer, out + "/tokenizer.json", std::filesystem::copy_options::overwrite_existing, ec);
+    if (ec) return Fail("cannot copy " + tokenizer + ": " + ec.message());
+    if (!steer.empty()) {
+      if (Status s = SteerTts(out, voice, steer); !s.ok()) return Fail(s.message());
+    }
+  } else {
+    std::fputs(kUsage.c_str(), stderr);
     return 2;
   }
-  lfmvox::Status s = lfmvox::tools::WriteRandomDetokenizer(out, shape);
-  if (!s.ok()) {
-    std::fprintf(stderr, "lfmvox-make-checkpoint: error: %s\n", s.message().c_str());
-    return 1;
-  }
-  std::fprintf(stderr, "wrote %s/audio_detokenizer\n", out.c_str());
+  std::fprintf(stderr, "wrote %s\n", out.c_str());
   return 0;
 }

@@ -21,11 +21,7 @@ int AudioModel::sample_rate() const { return impl_->detokenizer()->config().samp
 
 std::string AudioModel::TokenText(int32_t id) const { return impl_->tokenizer().Decode({&id, 1}); }
 
-const std::vector<std::string>& Lfm25Voices() {
-  // The system prompts of the LFM2.5-Audio README name these four voices.
-  static const std::vector<std::string> kVoices = {"US male", "US female", "UK male", "UK female"};
-  return kVoices;
-}
+const std::vector<std::string>& Lfm25Voices() { return Lfm25TtsVoices(); }
 
 Conversation::~Conversation() = default;
 
@@ -60,21 +56,7 @@ void Conversation::Reset() {
 }
 
 Status Conversation::StartSpeech(std::string_view voice, std::string_view text) {
-  const auto& voices = Lfm25Voices();
-  if (std::find(voices.begin(), voices.end(), voice) == voices.end()) {
-    std::string list;
-    for (const auto& v : voices) list += (list.empty() ? "\"" : ", \"") + v + "\"";
-    return InvalidArgument("unknown voice \"" + std::string(voice) + "\"; the voices are " + list);
-  }
-  if (session_->positions() == 0) LFM_RETURN_IF_ERROR(Begin());
-  // The LFM2.5-Audio README's TTS prompt.
-  LFM_RETURN_IF_ERROR(StartTurn("system"));
-  LFM_RETURN_IF_ERROR(AddText("Perform TTS. Use the " + std::string(voice) + " voice."));
-  LFM_RETURN_IF_ERROR(EndTurn());
-  LFM_RETURN_IF_ERROR(StartTurn("user"));
-  LFM_RETURN_IF_ERROR(AddText(text));
-  LFM_RETURN_IF_ERROR(EndTurn());
-  return StartTurn("assistant");
+  return session_->AppendTtsPrompt(voice, text);
 }
 
 namespace {

@@ -180,6 +180,28 @@ Status Lfm25Session::EndTurn() {
   return AppendText(closed ? "\n" : "<|im_end|>\n");
 }
 
+const std::vector<std::string>& Lfm25TtsVoices() {
+  static const std::vector<std::string> kVoices = {"US male", "US female", "UK male", "UK female"};
+  return kVoices;
+}
+
+Status Lfm25Session::AppendTtsPrompt(std::string_view voice, std::string_view text) {
+  const auto& voices = Lfm25TtsVoices();
+  if (std::find(voices.begin(), voices.end(), voice) == voices.end()) {
+    std::string list;
+    for (const auto& v : voices) list += (list.empty() ? "\"" : ", \"") + v + "\"";
+    return InvalidArgument("unknown voice \"" + std::string(voice) + "\"; the voices are " + list);
+  }
+  if (history_.empty()) LFM_RETURN_IF_ERROR(StartConversation());
+  LFM_RETURN_IF_ERROR(StartTurn("system"));
+  LFM_RETURN_IF_ERROR(AppendText("Perform TTS. Use the " + std::string(voice) + " voice."));
+  LFM_RETURN_IF_ERROR(EndTurn());
+  LFM_RETURN_IF_ERROR(StartTurn("user"));
+  LFM_RETURN_IF_ERROR(AppendText(text));
+  LFM_RETURN_IF_ERROR(EndTurn());
+  return StartTurn("assistant");
+}
+
 Status Lfm25Session::Embed(const Position& p, float* out) const {
   switch (p.modality) {
     case Modality::kText: return model_.backbone().EmbedToken(p.token, out);

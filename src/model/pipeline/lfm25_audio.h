@@ -107,6 +107,9 @@ struct SessionOptions {
   uint64_t seed = 0;             // sampling RNG seed: a seeded run is reproducible
 };
 
+// The four voices LFM2.5-Audio's TTS system prompt names.
+const std::vector<std::string>& Lfm25TtsVoices();
+
 class Lfm25Session {
  public:
   static Result<std::unique_ptr<Lfm25Session>> Create(const Lfm25AudioModel& model, const SessionOptions& options);
@@ -119,6 +122,10 @@ class Lfm25Session {
   Status StartConversation();                              // <|startoftext|>
   Status StartTurn(std::string_view role);                 // "<|im_start|>{role}\n"
   Status EndTurn();                                        // "<|im_end|>\n" (no second <|im_end|>)
+  // The LFM2.5-Audio README's TTS prompt for `text` in `voice` (one of
+  // Lfm25TtsVoices()), ending with the assistant's turn opening; starts the
+  // conversation first if it is empty.
+  Status AppendTtsPrompt(std::string_view voice, std::string_view text);
 
   // Generates from the current history (normally ending with
   // "<|im_start|>assistant\n"); every item is appended to the history.
