@@ -141,3 +141,55 @@ INSTANTIATE_TEST_SUITE_P(Oracle, Generation, ::testing::Values("lfm25_tiny", "lf
 
 }  // namespace
 }  // namespace lfmvox
+
+namespace lfmvox {
+namespace {
+
+// gen/sequential and gen/interleaved: the synthetic audio prompt (prefill/
+// text_ids and modality_flag, with the stored adapter output adapter/out as
+// the AUDIO_IN embeddings), greedy, max_new_tokens 16, interleave schedule
+// from config.json. Every item must match exactly.
+void AppendSyntheticPrompt(Lfm25Session& s, const std::string& c) {
+  const std::vector<int64_t> text = LoadTrace(c + "/traces/prefill__text_ids.npy").ToInt64();
+  const std::vector<int64_t> flags = LoadTrace(c + "/traces/prefill__modality_flag.npy").ToInt64();
+  const std::vector<float> audio = LoadTrace(c + "/traces/adapter__out.npy").ToFloat();
+  size_t ti = 0;
+  for (size_t p = 0; p < flags.size();) {
+    size_t q = p;
+    while (q < flags.size() && flags[q] == flags[p]) ++q;
+    if (flags[p] == 1) {
+      std::vector<int32_t> ids;
+      for (size_t i = p; i < q; ++i) ids.push_back(static_cast<int32_t>(text[ti++]));
+      ASSERT_TRUE(s.AppendTokens(ids).ok());
+    } else {
+      ASSERT_EQ(flags[p], 2);
+      ASSERT_EQ(audio.size() % (q - p), 0u);
+      ASSERT_TRUE(s.AppendAudioIn(audio).ok());  // one clip: all adapter rows
+    }
+    p = q;
+  }
+}
+
+TEST_P(Generation, AudioPromptSequentialAndInterleaved) {
+  const Lfm25AudioModel& m = Model(GetParam());
+  for (auto [mode, trace] : {std::pair{GenerationMode::kSequential, "gen__sequential"},
+                             {GenerationMode::kInterleaved, "gen__interleaved"}}) {
+    const std::vector<int64_t> w = LoadTrace(GetParam() + "/traces/" + trace + ".npy").ToInt64();
+    ThreadTeam team(2);
+    auto s = Lfm25Session::Create(m, {.threads = 2, .context = 256, .prefill_chunk = 8});
+    ASSERT_TRUE(s.ok());
+    AppendSyntheticPrompt(**s, GetParam());
+    ASSERT_EQ((*s)->positions(), LoadTrace(GetParam() + "/traces/prefill__modality_flag.npy").ToInt64().size());
+    RowSink sink;
+    auto r = (*s)->Generate({.mode = mode, .max_new_tokens = 16}, sink, team);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    ASSERT_EQ(sink.rows.size(), 16u) << trace;
+    for (size_t i = 0; i < 16; ++i) {
+      const std::vector<int64_t> row(w.begin() + static_cast<long>(i * 9), w.begin() + static_cast<long>(i * 9 + 9));
+      EXPECT_EQ(sink.rows[i], row) << trace << " item " << i;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace lfmvox

@@ -1,6 +1,7 @@
 #include "model/pipeline/lfm25_audio.h"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 
 #include "threading/thread_team.h"
@@ -164,6 +165,22 @@ Status Lfm25Session::AppendAudioOut(std::span<const int32_t> frames) {
   return Status::Ok();
 }
 
+Status Lfm25Session::AppendAudioIn(std::span<const float> embeddings) {
+  const size_t H = static_cast<size_t>(model_.config().lfm.hidden_size);
+  if (embeddings.size() % H != 0) {
+    return InvalidArgument(StrFormat("audio-in embeddings hold %zu values, not rows of %zu", embeddings.size(), H));
+  }
+  const size_t rows = embeddings.size() / H;
+  LFM_RETURN_IF_ERROR(CheckRoom(rows));
+  for (float v : embeddings) {
+    if (!std::isfinite(v)) return InvalidArgument("audio-in embeddings hold NaN or infinity");
+  }
+  const size_t first = audio_in_.size() / H;
+  audio_in_.insert(audio_in_.end(), embeddings.begin(), embeddings.end());
+  for (size_t r = 0; r < rows; ++r) history_.push_back({Modality::kAudioIn, static_cast<int32_t>(first + r)});
+  return Status::Ok();
+}
+
 Status Lfm25Session::StartConversation() {
   const int32_t bos = model_.special().start_of_text;
   return AppendTokens({&bos, 1});
@@ -209,7 +226,11 @@ Status Lfm25Session::Embed(const Position& p, float* out) const {
       const size_t C = frame_.size();
       return model_.backbone().EmbedAudioFrame({audio_out_.data() + static_cast<size_t>(p.token) * C, C}, out);
     }
-    case Modality::kAudioIn: return Unimplemented("audio input positions need the audio encoder");
+    case Modality::kAudioIn: {
+      const size_t H = static_cast<size_t>(model_.config().lfm.hidden_size);
+      std::copy_n(audio_in_.data() + static_cast<size_t>(p.token) * H, H, out);
+      return Status::Ok();
+    }
   }
   return Internal("unknown modality");
 }
@@ -309,6 +330,7 @@ Result<GenerationResult> Lfm25Session::Generate(const GenerationOptions& o, Gene
 void Lfm25Session::Reset() {
   history_.clear();
   audio_out_.clear();
+  audio_in_.clear();
   cached_ = 0;
   state_.Reset();
   rng_ = Rng(seed_);

@@ -119,6 +119,8 @@ class Lfm25Session {
   Status AppendTokens(std::span<const int32_t> ids);
   Status AppendText(std::string_view utf8);
   Status AppendAudioOut(std::span<const int32_t> frames);  // frame-major [frames, num_codebooks]
+  // AUDIO_IN positions: the audio encoder's (adapter's) output rows [rows, H].
+  Status AppendAudioIn(std::span<const float> embeddings);
   Status StartConversation();                              // <|startoftext|>
   Status StartTurn(std::string_view role);                 // "<|im_start|>{role}\n"
   Status EndTurn();                                        // "<|im_end|>\n" (no second <|im_end|>)
@@ -149,7 +151,7 @@ class Lfm25Session {
  private:
   struct Position {
     Modality modality;
-    int32_t token;  // TEXT: the id; AUDIO_OUT: index of the frame in audio_out_
+    int32_t token;  // TEXT: the id; AUDIO_OUT: frame index in audio_out_; AUDIO_IN: row index in audio_in_
   };
   Lfm25Session(const Lfm25AudioModel& model, Lfm2State state, DepthformerState depth, Sampler text, Sampler audio,
                const SessionOptions& options);
@@ -167,6 +169,7 @@ class Lfm25Session {
   size_t context_ = 0;
   std::vector<Position> history_;
   std::vector<int32_t> audio_out_;  // [frames, num_codebooks]
+  std::vector<float> audio_in_;     // [rows, H] encoder embeddings of the audio-in positions
   size_t cached_ = 0;               // history positions already in the backbone cache
   AlignedBuffer<float> x_;          // [prefill_chunk, H] embeddings of the positions being run
   AlignedBuffer<float> h_;          // [H] final-normed hidden state of the last position
