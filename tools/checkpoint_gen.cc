@@ -147,6 +147,10 @@ Lfm25AudioShape Lfm25AudioShape::Demo() {
   s.vocab = 6656;
   s.depth_dim = 256;
   s.depth_layers = 2;
+  s.enc_d = 64;
+  s.enc_layers = 2;
+  s.enc_heads = 4;
+  s.enc_channels = 32;
   return s;
 }
 
@@ -177,6 +181,15 @@ Status WriteRandomLfm25Audio(const std::string& dir, const Lfm25AudioShape& s) {
                {"block_auto_adjust_ff_dim", true}, {"full_attn_idxs", s.attention_layers}, {"rope_theta", 1e6},
                {"tie_embedding", true}, {"pad_token_id", 0}, {"bos_token_id", 1}, {"eos_token_id", 7},
                {"use_cache", true}}},
+      {"encoder", {{"feat_in", 128}, {"feat_out", -1}, {"n_layers", s.enc_layers}, {"d_model", s.enc_d},
+                   {"subsampling", "dw_striding"}, {"subsampling_factor", 8},
+                   {"subsampling_conv_channels", s.enc_channels}, {"causal_downsampling", false},
+                   {"reduction", nullptr}, {"reduction_position", nullptr}, {"reduction_factor", 1},
+                   {"ff_expansion_factor", 4}, {"self_attention_model", "rel_pos"}, {"n_heads", s.enc_heads},
+                   {"att_context_size", {-1, -1}}, {"xscaling", false}, {"untie_biases", true},
+                   {"pos_emb_max_len", 5000}, {"conv_kernel_size", 9}, {"conv_norm_type", "batch_norm"},
+                   {"conv_context_size", nullptr}, {"dropout", 0.1}, {"dropout_pre_encoder", 0.1},
+                   {"dropout_emb", 0.0}, {"dropout_att", 0.1}}},
       {"depthformer", {{"layers", s.depth_layers}, {"dim", s.depth_dim}, {"tie", true}}}};
   std::ofstream(dir + "/config.json") << cfg.dump(2) << "\n";
 
@@ -233,6 +246,49 @@ Status WriteRandomLfm25Audio(const std::string& dir, const Lfm25AudioShape& s) {
     b.Add(p + "embedding.weight", {V, D}, 0.0f, 1.0f);
     b.Norm(p + "embedding_norm.weight", D);
   }
+  // FastConformer encoder (NeMo names) and the audio adapter.
+  const int64_t E = s.enc_d, Ch = s.enc_channels, hd = E / s.enc_heads;
+  // A weight N(0, 1/fan_in) and its bias [out].
+  auto conv = [&](const std::string& n, std::vector<int64_t> shape, int64_t fan_in) {
+    const int64_t out = shape[0];
+    b.Add(n + ".weight", std::move(shape), 0.0f, 1.0f / std::sqrt(static_cast<float>(fan_in)));
+    b.Add(n + ".bias", {out}, 0.0f, 0.05f);
+  };
+  conv("conformer.pre_encode.conv.0", {Ch, 1, 3, 3}, 9);
+  conv("conformer.pre_encode.conv.2", {Ch, 1, 3, 3}, 9);
+  conv("conformer.pre_encode.conv.3", {Ch, Ch, 1, 1}, Ch);
+  conv("conformer.pre_encode.conv.5", {Ch, 1, 3, 3}, 9);
+  conv("conformer.pre_encode.conv.6", {Ch, Ch, 1, 1}, Ch);
+  conv("conformer.pre_encode.out", {E, Ch * 16}, Ch * 16);
+  static std::vector<int64_t> zero_count(1, 0);
+  for (int i = 0; i < s.enc_layers; ++i) {
+    const std::string p = "conformer.layers." + std::to_string(i) + ".";
+    auto norm = [&](const std::string& n) {
+      b.Norm(p + n + ".weight", E);
+      b.Add(p + n + ".bias", {E}, 0.0f, 0.05f);
+    };
+    for (const char* n : {"norm_feed_forward1", "norm_self_att", "norm_conv", "norm_feed_forward2", "norm_out"}) norm(n);
+    for (const char* ff : {"feed_forward1", "feed_forward2"}) {
+      conv(p + ff + ".linear1", {4 * E, E}, E);
+      conv(p + ff + ".linear2", {E, 4 * E}, 4 * E);
+    }
+    for (const char* l : {"linear_q", "linear_k", "linear_v", "linear_out"}) conv(p + "self_attn." + l, {E, E}, E);
+    b.Matrix(p + "self_attn.linear_pos.weight", E, E);
+    b.Add(p + "self_attn.pos_bias_u", {s.enc_heads, hd}, 0.0f, 0.05f);
+    b.Add(p + "self_attn.pos_bias_v", {s.enc_heads, hd}, 0.0f, 0.05f);
+    conv(p + "conv.pointwise_conv1", {2 * E, E, 1}, E);
+    conv(p + "conv.depthwise_conv", {E, 1, 9}, 9);
+    b.Norm(p + "conv.batch_norm.weight", E);
+    b.Add(p + "conv.batch_norm.bias", {E}, 0.0f, 0.05f);
+    b.Add(p + "conv.batch_norm.running_mean", {E}, 0.0f, 0.1f);
+    b.Add(p + "conv.batch_norm.running_var", {E}, 1.0f, 0.25f);  // U(0.57, 1.43): positive
+    b.tensors.push_back({p + "conv.batch_norm.num_batches_tracked", DType::kI64, {}, zero_count.data(), 8});
+    conv(p + "conv.pointwise_conv2", {E, E, 1}, E);
+  }
+  b.Norm("audio_adapter.model.0.weight", E);
+  b.Add("audio_adapter.model.0.bias", {E}, 0.0f, 0.05f);
+  conv("audio_adapter.model.1", {H, E}, E);
+  conv("audio_adapter.model.3", {H, H}, H);
   return WriteSafetensors(dir + "/model.safetensors", b.tensors);
 }
 

@@ -46,6 +46,10 @@ struct Lfm25AudioShape {
   int depth_layers = 6;
   int n_text = 6;
   int n_audio = 12;
+  int enc_d = 512;           // FastConformer d_model
+  int enc_layers = 17;
+  int enc_heads = 8;
+  int enc_channels = 256;    // subsampling_conv_channels
   uint64_t seed = 1;
 
   // A small model for demos and quick runs (vocab large enough for the

@@ -6,7 +6,9 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <memory>
 #include <string>
 #include <thread>
@@ -43,6 +45,15 @@ constexpr char kUsage[] =
     "      --mode sequential|interleaved (default sequential) --max-new N (default 512) --seed S\n"
     "      --temperature T --top-k K (audio), --text-temperature T --text-top-k K (greedy when not given)\n"
     "      -o, --output F   also decode the speech into a WAV file (or - for raw PCM on stdout)\n"
+    "  asr         speech -> text (prints the transcript)\n"
+    "      --model DIR FILE  (WAV, FLAC, Ogg/Vorbis or MP3; any rate, mixed to mono)\n"
+    "      --max-new N --threads N\n"
+    "  chat        speech-to-speech (interleaved text and speech)\n"
+    "      --model DIR --in QUESTION.wav --out REPLY.wav (or - for raw PCM on stdout)\n"
+    "      --interactive --out-dir DIR  one turn per stdin line: an audio file path or a line of text;\n"
+    "                       the conversation is kept; replies go to DIR/reply_N.wav\n"
+    "      --system TEXT (default \"Respond with interleaved text and audio.\")\n"
+    "      --seed S --temperature T --top-k K (audio; default 1.0, 4) --max-new N --context N --threads N\n"
     "  help        this text\n";
 
 int Fail(const std::string& msg, int code = 1) {
@@ -383,6 +394,131 @@ int Generate(int argc, char** argv) {
   return RunGeneration(**conv, **model, o, output, format, true, args.Has("quiet"));
 }
 
+// Prints text pieces as they stream, leaving out control tokens.
+lfmvox::OutputCallbacks PrintText(const lfmvox::AudioModel& model) {
+  lfmvox::OutputCallbacks cb;
+  cb.on_text = [&model](int32_t id, std::string_view piece) {
+    if (!model.IsSpecialToken(id)) {
+      std::fwrite(piece.data(), 1, piece.size(), stdout);
+      std::fflush(stdout);
+    }
+    return lfmvox::Status::Ok();
+  };
+  return cb;
+}
+
+int Asr(int argc, char** argv) {
+  Args args;
+  std::string err;
+  if (!ParseArgs(argc, argv, 2, {"model", "max-new", "threads"}, {}, &args, &err)) return UsageError(err);
+  const std::string* model_dir = args.Get("model");
+  if (!model_dir || args.positional.size() != 1) return UsageError("asr needs --model and one audio file");
+  int threads;
+  if (int rc = ThreadsArg(args, &threads)) return rc;
+  lfmvox::GenerateOptions o;  // sequential, greedy text: the official ASR setting
+  if (const std::string* v = args.Get("max-new"); v && !ParseInt(*v, 1, 1 << 20, &o.max_new_tokens)) {
+    return UsageError("--max-new takes a positive integer");
+  }
+  auto model = lfmvox::AudioModel::Load(*model_dir);
+  if (!model.ok()) return Fail(model.status().message());
+  auto conv = lfmvox::Conversation::Create(*model, {.threads = threads});
+  if (!conv.ok()) return Fail(conv.status().message());
+  lfmvox::Conversation& c = **conv;
+  // The LFM2.5-Audio README's ASR prompt.
+  for (lfmvox::Status s : {c.Begin(), c.StartTurn("system"), c.AddText("Perform ASR."), c.EndTurn(),
+                           c.StartTurn("user")}) {
+    if (!s.ok()) return Fail(s.message());
+  }
+  if (lfmvox::Status s = c.AddAudioFile(args.positional[0]); !s.ok()) return Fail(s.message());
+  for (lfmvox::Status s : {c.EndTurn(), c.StartTurn("assistant")}) {
+    if (!s.ok()) return Fail(s.message());
+  }
+  auto r = c.Generate(o, PrintText(**model));
+  std::printf("\n");
+  if (!r.ok()) return Fail(r.status().message());
+  return 0;
+}
+
+int Chat(int argc, char** argv) {
+  Args args;
+  std::string err;
+  if (!ParseArgs(argc, argv, 2,
+                 {"model", "in", "out", "out-dir", "system", "seed", "temperature", "top-k", "max-new", "context",
+                  "threads", "pcm"},
+                 {"interactive"}, &args, &err)) {
+    return UsageError(err);
+  }
+  const std::string* model_dir = args.Get("model");
+  const bool interactive = args.Has("interactive");
+  if (!model_dir || !args.positional.empty()) return UsageError("chat needs --model");
+  if (!interactive && (!args.Get("in") || !args.Get("out"))) {
+    return UsageError("chat needs --in and --out, or --interactive --out-dir DIR");
+  }
+  if (interactive && !args.Get("out-dir")) return UsageError("chat --interactive needs --out-dir DIR");
+  lfmvox::GenerateOptions o;
+  o.mode = lfmvox::GenerationMode::kInterleaved;
+  o.audio = {1.0f, 4};  // the LFM2.5-Audio README's speech-to-speech settings
+  uint64_t seed = 0;
+  if (std::string e = ParseSampling(args, &o, &seed); !e.empty()) return UsageError(e);
+  if (const std::string* v = args.Get("max-new"); v && !ParseInt(*v, 1, 1 << 20, &o.max_new_tokens)) {
+    return UsageError("--max-new takes a positive integer");
+  }
+  int threads, context = 4096;
+  if (int rc = ThreadsArg(args, &threads)) return rc;
+  if (const std::string* v = args.Get("context"); v && !ParseInt(*v, 16, 1 << 20, &context)) {
+    return UsageError("--context takes an integer >= 16");
+  }
+  lfmvox::PcmFormat format = lfmvox::PcmFormat::kS16;
+  if (const std::string* p = args.Get("pcm")) {
+    if (*p == "f32") format = lfmvox::PcmFormat::kF32;
+    else if (*p != "s16") return UsageError("--pcm takes s16 or f32, not " + *p);
+  }
+  const std::string system = args.Get("system") ? *args.Get("system") : "Respond with interleaved text and audio.";
+
+  auto model = lfmvox::AudioModel::Load(*model_dir);
+  if (!model.ok()) return Fail(model.status().message());
+  auto conv = lfmvox::Conversation::Create(
+      *model, {.threads = threads, .context = static_cast<size_t>(context), .seed = seed});
+  if (!conv.ok()) return Fail(conv.status().message());
+  lfmvox::Conversation& c = **conv;
+  for (lfmvox::Status s : {c.Begin(), c.StartTurn("system"), c.AddText(system), c.EndTurn()}) {
+    if (!s.ok()) return Fail(s.message());
+  }
+  // One user turn (audio file or text), the assistant's answer, the turn closed.
+  auto turn = [&](const std::string& input, bool is_audio, const std::string& out_path) -> int {
+    lfmvox::Status s = c.StartTurn("user");
+    if (s.ok()) s = is_audio ? c.AddAudioFile(input) : c.AddText(input);
+    if (s.ok()) s = c.EndTurn();
+    if (s.ok()) s = c.StartTurn("assistant");
+    if (!s.ok()) return Fail(s.message());
+    auto out = lfmvox::PcmOutput::Open(out_path, (*model)->sample_rate(), format);
+    if (!out.ok()) return Fail(out.status().message());
+    lfmvox::OutputCallbacks cb = PrintText(**model);
+    if (out_path == "-") cb.on_text = nullptr;  // stdout carries the PCM
+    cb.on_pcm = [&](std::span<const float> pcm) { return (*out)->Write(pcm); };
+    auto r = c.Generate(o, cb);
+    if (out_path != "-") std::printf("\n");
+    if (!r.ok()) return Fail(r.status().message());
+    if (lfmvox::Status cs = (*out)->Close(); !cs.ok()) return Fail(cs.message());
+    if (r->context_full) return Fail("the context is full; start a new conversation (or raise --context)");
+    if (lfmvox::Status es = c.EndTurn(); !es.ok()) return Fail(es.message());
+    return 0;
+  };
+  if (!interactive) return turn(*args.Get("in"), true, *args.Get("out"));
+  std::string line;
+  int n = 0;
+  std::fprintf(stderr, "lfmvox chat: one turn per line (an audio file path, or text); end with Ctrl-D\n");
+  while (std::getline(std::cin, line)) {
+    if (line.empty()) continue;
+    std::error_code ec;
+    const bool is_audio = std::filesystem::is_regular_file(line, ec);
+    const std::string out_path = *args.Get("out-dir") + "/reply_" + std::to_string(++n) + ".wav";
+    if (int rc = turn(line, is_audio, out_path)) return rc;
+    std::fprintf(stderr, "[reply %d -> %s]\n", n, out_path.c_str());
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -393,6 +529,8 @@ int main(int argc, char** argv) {
   if (cmd == "detokenize") return Detokenize(argc, argv);
   if (cmd == "tts") return Tts(argc, argv);
   if (cmd == "generate") return Generate(argc, argv);
+  if (cmd == "asr") return Asr(argc, argv);
+  if (cmd == "chat") return Chat(argc, argv);
   if (cmd == "help" || cmd == "--help" || cmd == "-h") {
     std::fputs(kUsage, stdout);
     return 0;

@@ -94,6 +94,9 @@ class AudioModel {
   int sample_rate() const;  // of the speech it produces (24000)
   // Text of a token id (special tokens included), for display.
   std::string TokenText(int32_t id) const;
+  // Whether `id` is a control token (<|im_end|>, <|audio_start|>, ...) that a
+  // transcript or a chat display leaves out.
+  bool IsSpecialToken(int32_t id) const;
 
   const Lfm25AudioModel& impl() const { return *impl_; }
 
@@ -136,8 +139,9 @@ struct GenerateSummary {
 
 struct ConversationOptions {
   int threads = 1;
-  size_t context = 4096;  // positions kept (text tokens, audio frames in and out)
-  uint64_t seed = 0;      // sampling seed: the same seed gives the same output
+  size_t context = 4096;         // positions kept (text tokens, audio frames in and out)
+  uint64_t seed = 0;             // sampling seed: the same seed gives the same output
+  double max_clip_seconds = 60;  // the longest audio clip one AddAudio call takes
 };
 
 // The four LFM2.5-Audio TTS voices ("US male", "US female", "UK male", "UK female").
@@ -156,6 +160,11 @@ class Conversation {
   Status AddText(std::string_view utf8);   // tokenized on its own
   Status AddTokens(std::span<const int32_t> ids);
   Status AddAudioOut(std::span<const int32_t> frames);  // [frames, 8] codes of earlier speech
+  // Speech in: an audio file (WAV, FLAC, Ogg/Vorbis, MP3; mixed to mono by
+  // the mean of its channels, resampled to 16 kHz), or samples in memory
+  // (interleaved [frames, channels] floats at `sample_rate`).
+  Status AddAudioFile(const std::string& path);
+  Status AddAudio(std::span<const float> samples, int sample_rate, int channels = 1);
   Status EndTurn();                        // <|im_end|>\n
   // The whole TTS prompt for `text` in `voice` (one of Lfm25Voices()),
   // ending with the assistant's turn opening.

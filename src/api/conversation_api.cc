@@ -1,8 +1,10 @@
 // The public LFM2.5-Audio API: ownership wrappers over the pipeline, plus the
 // bridge from generated audio frames to the streaming detokenizer.
 #include <algorithm>
+#include <cmath>
 #include <string>
 
+#include "io/audio_file.h"
 #include "lfmvox/lfmvox.h"
 #include "model/pipeline/lfm25_audio.h"
 #include "threading/thread_team.h"
@@ -21,6 +23,8 @@ int AudioModel::sample_rate() const { return impl_->detokenizer()->config().samp
 
 std::string AudioModel::TokenText(int32_t id) const { return impl_->tokenizer().Decode({&id, 1}); }
 
+bool AudioModel::IsSpecialToken(int32_t id) const { return impl_->tokenizer().IsSpecialToken(id); }
+
 const std::vector<std::string>& Lfm25Voices() { return Lfm25TtsVoices(); }
 
 Conversation::~Conversation() = default;
@@ -34,6 +38,7 @@ Result<std::unique_ptr<Conversation>> Conversation::Create(std::shared_ptr<const
   so.threads = options.threads;
   so.context = options.context;
   so.seed = options.seed;
+  so.max_clip_seconds = options.max_clip_seconds;
   LFM_ASSIGN_OR_RETURN(c->session_, Lfm25Session::Create(model->impl(), so));
   const Lfm25Detokenizer* detok = model->impl().detokenizer();
   LFM_ASSIGN_OR_RETURN(c->detok_, Lfm25DetokenizerSession::Create(*detok, 1, options.threads));
@@ -50,6 +55,29 @@ Status Conversation::AddText(std::string_view utf8) { return session_->AppendTex
 Status Conversation::AddTokens(std::span<const int32_t> ids) { return session_->AppendTokens(ids); }
 Status Conversation::AddAudioOut(std::span<const int32_t> frames) { return session_->AppendAudioOut(frames); }
 Status Conversation::EndTurn() { return session_->EndTurn(); }
+
+Status Conversation::AddAudioFile(const std::string& path) {
+  LFM_ASSIGN_OR_RETURN(AudioBuffer audio, ReadAudioFile(path));
+  return session_->AppendAudio(audio, *team_).WithContext(path);
+}
+
+Status Conversation::AddAudio(std::span<const float> samples, int sample_rate, int channels) {
+  if (channels < 1 || channels > kMaxAudioChannels) return InvalidArgument("channels must be in [1, 64]");
+  if (sample_rate < 1 || sample_rate > kMaxAudioSampleRate) {
+    return InvalidArgument(StrFormat("sample rate %d Hz is not in [1, %d]", sample_rate, kMaxAudioSampleRate));
+  }
+  if (samples.empty() || samples.size() % static_cast<size_t>(channels) != 0) {
+    return InvalidArgument("audio samples must be a non-empty whole number of frames");
+  }
+  for (float v : samples) {
+    if (!std::isfinite(v)) return InvalidArgument("audio samples hold NaN or infinity");
+  }
+  AudioBuffer audio;
+  audio.sample_rate = sample_rate;
+  audio.channels = channels;
+  audio.samples.assign(samples.begin(), samples.end());
+  return session_->AppendAudio(audio, *team_);
+}
 void Conversation::Reset() {
   session_->Reset();
   detok_->Reset();

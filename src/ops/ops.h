@@ -33,7 +33,7 @@ struct Weight {
 // Determinism contract: each Y element's value depends only on its X row, its
 // W row and the bias, never on m, on the team size or on alignment, so a
 // sequence decoded in pieces equals the same sequence decoded at once, bit
-// for bit.
+// for bit. An unsupported W dtype (a caller bug) fills Y with NaN.
 void MatMul(const float* x, size_t m, size_t ldx, const Weight& w, const float* bias, float* y,
             size_t ldy, ThreadTeam& team);
 
@@ -53,7 +53,8 @@ void RopeSplitHalf(float* x, size_t d, const float* cos, const float* sin);
 //   (x[2m], x[2m+1]) ← (x[2m]·c[m] − x[2m+1]·s[m], x[2m+1]·c[m] + x[2m]·s[m]).
 void RopeInterleaved(float* x, size_t d, const float* cos, const float* sin);
 
-// x ← softmax(x) over n entries (max-subtracted; exact zeros for -inf).
+// x ← softmax(x) over n entries (max-subtracted; exact zeros for -inf). All
+// entries -inf gives NaN (0/0, as torch); NaN inputs give unspecified values.
 void Softmax(float* x, size_t n);
 
 // out = silu(gate) ⊙ up, silu(g) = g / (1 + e^-g). out may alias gate or up.
@@ -85,7 +86,8 @@ void CausalDepthwiseConv(const float* x, size_t t, size_t ldx, size_t c, const f
 void AttendOne(const float* q, const float* keys, size_t ld_k, const float* values, size_t ld_v,
                size_t n, size_t d, float scale, float* scores, float* out);
 
-// Index of the first maximal element (ties go to the lowest index).
+// Index of the first maximal element (ties go to the lowest index). NaNs
+// never win; all-NaN input or n == 0 gives 0.
 size_t ArgMax(const float* x, size_t n);
 
 // Names of the SIMD targets compiled into this build and the one chosen for

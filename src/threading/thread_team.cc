@@ -46,7 +46,15 @@ void ThreadTeam::Dispatch(size_t num_tasks, TaskFn fn, void* ctx) {
   generation_.fetch_add(1, std::memory_order_release);
   generation_.notify_all();
   Drain(0);
-  while (busy_.load(std::memory_order_acquire) != 0) LFM_PAUSE();
+  // Workers finish within microseconds unless the OS preempted one (another
+  // process on the core): then yield the core instead of spinning against it.
+  for (int spins = 0; busy_.load(std::memory_order_acquire) != 0; ++spins) {
+    if (spins < kSpinIterations) {
+      LFM_PAUSE();
+    } else {
+      std::this_thread::yield();
+    }
+  }
 }
 
 void ThreadTeam::WorkerLoop(int thread) {

@@ -42,6 +42,16 @@ Result<std::unique_ptr<Lfm25AudioModel>> Lfm25AudioModel::Load(const std::string
     return InvalidArgument(StrFormat("%s: the depthformer has %d codes per codebook but audio_embedding %d",
                                      where.c_str(), m->depth_->config().codebook_vocab, m->backbone_->audio_vocab()));
   }
+  {
+    auto pre = m->config_.raw.find("preprocessor");
+    if (pre == m->config_.raw.end()) return NotFound(dir + "/config.json lacks the \"preprocessor\" section");
+    Result<LogMelConfig> mc = LogMelConfig::FromJson(*pre);
+    if (!mc.ok()) return mc.status().WithContext(dir + "/config.json [preprocessor]");
+    m->mel_config_ = *mc;
+    Result<AudioEncoder> e = AudioEncoder::Load(*m->ckpt_, m->config_.raw, m->config_.lfm.hidden_size);
+    if (!e.ok()) return e.status().WithContext(where);
+    m->encoder_.emplace(std::move(e).value());
+  }
   const std::string tok_path = dir + "/tokenizer.json";
   {
     Result<Tokenizer> t = Tokenizer::LoadFile(tok_path);
@@ -107,6 +117,14 @@ Result<std::unique_ptr<Lfm25Session>> Lfm25Session::Create(const Lfm25AudioModel
   s->h_.Reset(H);
   s->logits_.Reset(static_cast<size_t>(model.backbone().vocab()));
   s->frame_.resize(static_cast<size_t>(model.config().codebooks));
+  LFM_ASSIGN_OR_RETURN(LogMelFrontEnd mel, LogMelFrontEnd::Create(model.mel_config()));
+  s->mel_.emplace(std::move(mel));
+  if (!(options.max_clip_seconds > 0 && options.max_clip_seconds <= 3600)) {
+    return InvalidArgument("max_clip_seconds must be in (0, 3600]");
+  }
+  const size_t max_frames = s->mel_->NumFrames(static_cast<size_t>(options.max_clip_seconds *
+                                                                   model.mel_config().sample_rate));
+  LFM_ASSIGN_OR_RETURN(s->enc_, EncoderScratch::Create(model.encoder(), max_frames, options.threads));
   // The history never outgrows the context, so it never reallocates while generating.
   s->history_.reserve(options.context);
   s->audio_out_.reserve(options.context * s->frame_.size());
@@ -179,6 +197,23 @@ Status Lfm25Session::AppendAudioIn(std::span<const float> embeddings) {
   audio_in_.insert(audio_in_.end(), embeddings.begin(), embeddings.end());
   for (size_t r = 0; r < rows; ++r) history_.push_back({Modality::kAudioIn, static_cast<int32_t>(first + r)});
   return Status::Ok();
+}
+
+Status Lfm25Session::AppendAudio(const AudioBuffer& audio, ThreadTeam& team, TraceSink* sink) {
+  LFM_RETURN_IF_ERROR(mel_->ComputeFromAudio(audio, &features_));
+  const size_t F = features_.frames;
+  if (F > enc_->max_frames()) {
+    return OutOfRange(StrFormat("the clip has %zu mel frames (%.1f s); this session takes clips of up to %zu "
+                                "(raise max_clip_seconds)", F,
+                                static_cast<double>(audio.frames()) / audio.sample_rate, enc_->max_frames()));
+  }
+  const size_t E = ConformerConfig::SubsampledFrames(F);  // = mel2emb_len(F) = ceil(F / 8)
+  LFM_RETURN_IF_ERROR(CheckRoom(E));
+  if (sink) sink->Record("mel", features_.mel.data(), static_cast<size_t>(model_.mel_config().n_mels), F, F);
+  const size_t H = static_cast<size_t>(model_.config().lfm.hidden_size);
+  clip_.resize(E * H);
+  LFM_RETURN_IF_ERROR(model_.encoder().Encode(features_.mel.data(), F, clip_.data(), *enc_, team, sink));
+  return AppendAudioIn(clip_);
 }
 
 Status Lfm25Session::StartConversation() {

@@ -25,6 +25,8 @@
 #include "model/backbone/lfm2_backbone.h"
 #include "model/codec/lfm25_detokenizer.h"
 #include "model/config/lfm25_audio_config.h"
+#include "model/encoder/conformer.h"
+#include "model/features/log_mel.h"
 #include "model/heads/depthformer.h"
 #include "model/pipeline/sampling.h"
 #include "text/tokenizer.h"
@@ -63,6 +65,8 @@ class Lfm25AudioModel {
   const SpecialTokens& special() const { return special_; }
   // Null when loaded without it.
   const Lfm25Detokenizer* detokenizer() const { return detok_.get(); }
+  const AudioEncoder& encoder() const { return *encoder_; }
+  const LogMelConfig& mel_config() const { return mel_config_; }
 
  private:
   Lfm25AudioModel() = default;
@@ -70,6 +74,8 @@ class Lfm25AudioModel {
   Lfm25AudioConfig config_;
   std::optional<Lfm2Backbone> backbone_;
   std::optional<Depthformer> depth_;
+  std::optional<AudioEncoder> encoder_;
+  LogMelConfig mel_config_;
   std::optional<Tokenizer> tokenizer_;
   SpecialTokens special_;
   std::unique_ptr<Lfm25Detokenizer> detok_;
@@ -105,6 +111,7 @@ struct SessionOptions {
   size_t context = 4096;         // positions the backbone cache holds (≤ the model's maximum)
   size_t prefill_chunk = 128;    // positions one batched backbone pass takes
   uint64_t seed = 0;             // sampling RNG seed: a seeded run is reproducible
+  double max_clip_seconds = 60;  // longest audio clip one AppendAudio takes (sizes the encoder's scratch)
 };
 
 // The four voices LFM2.5-Audio's TTS system prompt names.
@@ -121,6 +128,10 @@ class Lfm25Session {
   Status AppendAudioOut(std::span<const int32_t> frames);  // frame-major [frames, num_codebooks]
   // AUDIO_IN positions: the audio encoder's (adapter's) output rows [rows, H].
   Status AppendAudioIn(std::span<const float> embeddings);
+  // An audio clip: downmixed, resampled to the front end's rate, log-mel,
+  // encoder and adapter, then ceil(F/8) AUDIO_IN positions. `sink` receives
+  // the front end's "mel" [n_mels, F] and the encoder's traces.
+  Status AppendAudio(const AudioBuffer& audio, ThreadTeam& team, TraceSink* sink = nullptr);
   Status StartConversation();                              // <|startoftext|>
   Status StartTurn(std::string_view role);                 // "<|im_start|>{role}\n"
   Status EndTurn();                                        // "<|im_end|>\n" (no second <|im_end|>)
@@ -170,6 +181,10 @@ class Lfm25Session {
   std::vector<Position> history_;
   std::vector<int32_t> audio_out_;  // [frames, num_codebooks]
   std::vector<float> audio_in_;     // [rows, H] encoder embeddings of the audio-in positions
+  std::optional<LogMelFrontEnd> mel_;       // the front end (its FFT plan and per-frame scratch)
+  std::unique_ptr<EncoderScratch> enc_;     // encoder activations for clips up to max_clip_seconds
+  MelFeatures features_;                    // the last clip's mel [n_mels, F]
+  std::vector<float> clip_;                 // [E, H] the last clip's adapter output
   size_t cached_ = 0;               // history positions already in the backbone cache
   AlignedBuffer<float> x_;          // [prefill_chunk, H] embeddings of the positions being run
   AlignedBuffer<float> h_;          // [H] final-normed hidden state of the last position

@@ -1,0 +1,690 @@
+// Every SIMD kernel against its scalar reference, on every compiled Highway
+// target this CPU supports, over many sizes and misaligned pointers.
+//
+// Two kinds of check:
+//  * exact: element-wise kernels, and dot-product kernels fed small integers
+//    (every product and partial sum is an integer below 2^24, hence exact in
+//    f32 in any order): SIMD must equal the reference bit for bit, which
+//    catches any wrong index, lost remainder or misread element;
+//  * rounding: random real data, |simd − ref| within a bound derived from the
+//    operations performed (stated next to each check). The references sum in
+//    double, so their own error is negligible next to the f32 bounds.
+// u = ε/2 = 2^-24 is the unit roundoff; a sum whose terms each pass through at
+// most h roundings has error ≤ γ_h·Σ|terms| with γ_h = h·u/(1 − h·u) < h·ε.
+#include "ops/ops.h"
+
+#include <gtest/gtest.h>
+#include <hwy/targets.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "base/aligned.h"
+#include "tensor/dtype.h"
+#include "threading/thread_team.h"
+
+namespace lfmvox::ops {
+namespace {
+
+constexpr float kEps = std::numeric_limits<float>::epsilon();  // 2^-23
+constexpr float kInf = std::numeric_limits<float>::infinity();
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+
+// Sizes around every vector width (4, 8, 16 lanes) and a few large ones that
+// are not multiples of any.
+std::vector<size_t> Sizes() {
+  std::vector<size_t> s;
+  for (size_t n = 1; n <= 70; ++n) s.push_back(n);
+  for (size_t n : {127, 128, 129, 1000, 1282, 4099}) s.push_back(n);
+  return s;
+}
+
+// Runs body() once per compiled target that this CPU supports, with dispatch
+// forced to it, then restores normal dispatch.
+template <class F>
+void ForEachTarget(F body) {
+  const std::vector<int64_t> targets = hwy::SupportedAndGeneratedTargets();
+  ASSERT_FALSE(targets.empty());
+  for (int64_t t : targets) {
+    hwy::SetSupportedTargetsForTest(t);
+    SCOPED_TRACE(std::string("target ") + hwy::TargetName(t));
+    EXPECT_STREQ(ChosenTarget(), hwy::TargetName(t));
+    body();
+  }
+  hwy::SetSupportedTargetsForTest(0);
+}
+
+// n elements starting `off` elements past a 64-byte boundary (misalignment).
+template <typename T>
+struct Buf {
+  Buf(size_t n, size_t off) : mem(n + off + 16), p(mem.data() + off), n(n) {}
+  T* begin() { return p; }
+  T* end() { return p + n; }
+  T& operator[](size_t i) { return p[i]; }
+  AlignedBuffer<T> mem;
+  T* p;
+  size_t n;
+};
+
+class Rng {
+ public:
+  explicit Rng(uint32_t seed) : g_(seed) {}
+  float Normal(float sd = 1.0f) { return std::normal_distribution<float>(0.0f, sd)(g_); }
+  // Small integers: sums of products stay exact in f32.
+  float SmallInt(int lim = 4) {
+    return static_cast<float>(std::uniform_int_distribution<int>(-lim, lim)(g_));
+  }
+  size_t Index(size_t n) { return std::uniform_int_distribution<size_t>(0, n - 1)(g_); }
+  template <typename It>
+  void FillNormal(It b, It e, float sd = 1.0f) {
+    for (; b != e; ++b) *b = Normal(sd);
+  }
+  template <typename It>
+  void FillInt(It b, It e, int lim = 4) {
+    for (; b != e; ++b) *b = SmallInt(lim);
+  }
+
+ private:
+  std::mt19937 g_;
+};
+
+bool SameBits(float a, float b) { return std::memcmp(&a, &b, sizeof(float)) == 0; }
+
+// The largest |error| / bound a test met, printed when it ends so that the
+// margin of each bound can be read off the log.
+class Margin {
+ public:
+  explicit Margin(const char* what) : what_(what) {}
+  ~Margin() { std::printf("[ margin   ] %s: worst |simd - ref| / bound = %.3g\n", what_, worst_); }
+  Margin(const Margin&) = delete;
+  Margin& operator=(const Margin&) = delete;
+  // Whether err ≤ bound.
+  bool Check(double err, double bound) {
+    if (bound > 0) worst_ = std::max(worst_, err / bound);
+    return err <= bound;
+  }
+
+ private:
+  const char* what_;
+  double worst_ = 0.0;
+};
+
+// ---------------------------------------------------------------------------
+// MatMul
+
+// X[m, k] (rows ldx apart), W[n, k] in f32 and bf16 (same values: the f32
+// copy holds the bf16-rounded numbers), bias[n].
+struct MatMulCase {
+  MatMulCase(size_t m, size_t n, size_t k, size_t off, bool integers, Rng& rng)
+      : m(m), n(n), k(k), ldx(k + off), x(m * ldx, off), w16(n * k, off % 2), w32(n * k, off), bias(n, off) {
+    for (size_t i = 0; i < m * ldx; ++i) x[i] = integers ? rng.SmallInt() : rng.Normal();
+    for (size_t i = 0; i < n * k; ++i) {
+      w16[i] = F32ToBf16(integers ? rng.SmallInt() : rng.Normal(0.05f));
+      w32[i] = Bf16ToF32(w16[i]);
+    }
+    for (size_t j = 0; j < n; ++j) bias[j] = integers ? rng.SmallInt() : rng.Normal();
+  }
+  Weight W(DType t) const {
+    return Weight{t, t == DType::kBF16 ? static_cast<const void*>(w16.p) : w32.p, n, k, k};
+  }
+  size_t m, n, k, ldx;
+  Buf<float> x;
+  Buf<uint16_t> w16;
+  Buf<float> w32;
+  Buf<float> bias;
+};
+
+TEST(MatMul, ExactOnIntegersEveryTarget) {
+  ThreadTeam team2(2);
+  ThreadTeam team1(1);
+  ForEachTarget([&] {
+    Rng rng(1);
+    std::vector<std::array<size_t, 3>> shapes;  // m, n, k
+    for (size_t k = 1; k <= 70; ++k) {
+      for (size_t m : {1, 2, 3, 4, 5, 6, 7, 13}) shapes.push_back({m, 1 + (k * 7 + m) % 19, k});
+    }
+    for (size_t k : {128, 513, 2051}) {
+      for (size_t m : {1, 6, 8, 20}) shapes.push_back({m, 19, k});
+    }
+    for (const auto& [m, n, k] : shapes) {
+      MatMulCase c(m, n, k, (m + k) % 4, /*integers=*/true, rng);
+      for (DType t : {DType::kBF16, DType::kF32}) {
+        // Variants: no bias; bias; bias and W rows longer than used (ld = k, cols = k − 1).
+        for (int variant = 0; variant < 3; ++variant) {
+          const float* bias = variant > 0 ? c.bias.p : nullptr;
+          Weight w = c.W(t);
+          if (variant == 2) w.cols = k - 1;
+          std::vector<float> want(m * n), got(m * n, kNaN);  // [m, n]
+          ref::MatMul(c.x.p, m, c.ldx, w, bias, want.data(), n);
+          MatMul(c.x.p, m, c.ldx, w, bias, got.data(), n, (m + k) % 2 ? team2 : team1);
+          for (size_t i = 0; i < m * n; ++i) {
+            ASSERT_TRUE(SameBits(got[i], want[i]))
+                << DTypeName(t) << " variant " << variant << " m=" << m << " n=" << n << " k=" << k << " at "
+                << i << ": " << got[i] << " vs " << want[i];
+          }
+        }
+      }
+    }
+  });
+}
+
+TEST(MatMul, RoundingBoundEveryTarget) {
+  ThreadTeam team(2);
+  Margin margin("MatMul");
+  ForEachTarget([&] {
+    Rng rng(2);
+    for (size_t k : {7, 64, 511, 1282, 2304}) {
+      for (size_t m : {1, 6, 9}) {
+        const size_t n = 13;
+        MatMulCase c(m, n, k, 1, /*integers=*/false, rng);
+        for (DType t : {DType::kBF16, DType::kF32}) {
+          std::vector<float> want(m * n), got(m * n);  // [m, n]
+          ref::MatMul(c.x.p, m, c.ldx, c.W(t), c.bias.p, want.data(), n);
+          MatMul(c.x.p, m, c.ldx, c.W(t), c.bias.p, got.data(), n, team);
+          for (size_t i = 0; i < m; ++i) {
+            for (size_t j = 0; j < n; ++j) {
+              // Each product passes through ≤ ceil(k/N) FMA roundings, log2(N)
+              // lane-sum roundings and the bias add: h ≤ k + 2 for any N ≥ 1.
+              double mag = std::abs(c.bias[j]);
+              for (size_t q = 0; q < k; ++q) mag += std::abs(double{c.x[i * c.ldx + q]} * c.w32[j * k + q]);
+              const double bound = (k + 2) * kEps * mag;
+              ASSERT_TRUE(margin.Check(std::abs(double{got[i * n + j]} - want[i * n + j]), bound))
+                  << DTypeName(t) << " m=" << m << " k=" << k << " (" << i << "," << j << ")";
+            }
+          }
+        }
+      }
+    }
+  });
+}
+
+// The determinism contract: a Y element is the same bits whatever m, the
+// row's position in a tile or an L2 row block, the team size, the split of n
+// and the alignment of X. k = 8197 makes the L2 row blocks (384 KiB of X)
+// 6 rows tall, k = 1282 makes them 72 rows; both have a remainder chunk.
+TEST(MatMul, DeterministicAcrossChunkingEveryTarget) {
+  ThreadTeam team1(1), team2(2);
+  ForEachTarget([&] {
+    Rng rng(3);
+    for (size_t k : {1282, 8197}) {
+      const size_t m = 37, n = 21;
+      MatMulCase c(m, n, k, 0, /*integers=*/false, rng);
+      for (DType t : {DType::kBF16, DType::kF32}) {
+        const Weight w = c.W(t);
+        std::vector<float> full(m * n);  // [m, n]: all rows at once, 2 threads
+        MatMul(c.x.p, m, c.ldx, w, c.bias.p, full.data(), n, team2);
+        std::vector<float> part(m * n);  // [m, n]
+        auto expect_same = [&](size_t row0, size_t rows, size_t col0, size_t cols, const char* what) {
+          for (size_t i = row0; i < row0 + rows; ++i) {
+            for (size_t j = col0; j < col0 + cols; ++j) {
+              ASSERT_TRUE(SameBits(part[i * n + j], full[i * n + j]))
+                  << what << " " << DTypeName(t) << " k=" << k << " (" << i << "," << j << ")";
+            }
+          }
+        };
+        // One row at a time, one thread, from a copy of the row at another misalignment.
+        Buf<float> row(k, 3);
+        for (size_t i = 0; i < m; ++i) {
+          std::copy(c.x.p + i * c.ldx, c.x.p + i * c.ldx + k, row.p);
+          MatMul(row.p, 1, k, w, c.bias.p, part.data() + i * n, n, team1);
+        }
+        expect_same(0, m, 0, n, "m=1");
+        // Chunks of 6 and of 5, shifted so rows sit at every tile position.
+        for (size_t chunk : {5, 6, 7, 13}) {
+          for (size_t i0 = 0; i0 < m; i0 += chunk) {
+            const size_t rows = std::min(chunk, m - i0);
+            MatMul(c.x.p + i0 * c.ldx, rows, c.ldx, w, c.bias.p, part.data() + i0 * n, n,
+                   chunk % 2 ? team1 : team2);
+          }
+          expect_same(0, m, 0, n, ("chunk " + std::to_string(chunk)).c_str());
+        }
+        // A sub-range of W rows (another split of n) and of X rows.
+        Weight sub = w;
+        sub.rows = n - 5;
+        sub.data = t == DType::kBF16 ? static_cast<const void*>(c.w16.p + 5 * k) : c.w32.p + 5 * k;
+        MatMul(c.x.p + 3 * c.ldx, m - 3, c.ldx, sub, c.bias.p + 5, part.data() + 3 * n + 5, n, team2);
+        expect_same(3, m - 3, 5, n - 5, "W rows 5..");
+      }
+    }
+  });
+}
+
+// W (or X) ends exactly at a page followed by an inaccessible page, as an
+// mmap'd checkpoint may: the remainder path must not read past the end.
+TEST(MatMul, DoesNotReadPastTheEndEveryTarget) {
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  void* mem = mmap(nullptr, 2 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(mem, MAP_FAILED);
+  ASSERT_EQ(mprotect(static_cast<char*>(mem) + page, page, PROT_NONE), 0);
+  char* end = static_cast<char*>(mem) + page;
+  ThreadTeam team(1);
+  ForEachTarget([&] {
+    for (size_t k : {1, 3, 17, 33}) {
+      const size_t n = 3;
+      uint16_t* w16 = reinterpret_cast<uint16_t*>(end) - n * k;
+      for (size_t i = 0; i < n * k; ++i) w16[i] = F32ToBf16(1.0f);
+      std::vector<float> x(k, 1.0f), y(n);
+      MatMul(x.data(), 1, k, Weight{DType::kBF16, w16, n, k, k}, nullptr, y.data(), n, team);
+      EXPECT_EQ(y[n - 1], static_cast<float>(k));
+      float* w32 = reinterpret_cast<float*>(end) - n * k;
+      std::fill(w32, w32 + n * k, 2.0f);
+      MatMul(x.data(), 1, k, Weight{DType::kF32, w32, n, k, k}, nullptr, y.data(), n, team);
+      EXPECT_EQ(y[n - 1], 2.0f * k);
+      float* xe = reinterpret_cast<float*>(end) - k;  // X at the end instead
+      std::fill(xe, xe + k, 3.0f);
+      const std::vector<uint16_t> w_ones(n * k, F32ToBf16(1.0f));
+      MatMul(xe, 1, k, Weight{DType::kBF16, w_ones.data(), n, k, k}, nullptr, y.data(), n, team);
+      EXPECT_EQ(y[n - 1], 3.0f * k);
+      EXPECT_EQ(Dot(xe, xe, k), 9.0f * k);
+    }
+  });
+  munmap(mem, 2 * page);
+}
+
+TEST(MatMul, UnsupportedDTypeGivesNaN) {
+  ThreadTeam team(1);
+  std::vector<float> x(4, 1.0f), y(2, 0.0f), want(2, 0.0f);
+  const int8_t w[8] = {};
+  const Weight wt{DType::kI8, w, 2, 4, 4};
+  MatMul(x.data(), 1, 4, wt, nullptr, y.data(), 2, team);
+  ref::MatMul(x.data(), 1, 4, wt, nullptr, want.data(), 2);
+  EXPECT_TRUE(std::isnan(y[0]) && std::isnan(y[1]));
+  EXPECT_TRUE(std::isnan(want[0]) && std::isnan(want[1]));
+}
+
+TEST(MatMul, ZeroKGivesBias) {
+  ThreadTeam team(1);
+  const float bias[3] = {1.0f, -2.0f, 0.5f};
+  float y[3] = {kNaN, kNaN, kNaN};
+  const float* x = bias;  // never read
+  MatMul(x, 1, 0, Weight{DType::kF32, bias, 3, 0, 0}, bias, y, 3, team);
+  EXPECT_EQ(y[0], 1.0f);
+  EXPECT_EQ(y[1], -2.0f);
+  EXPECT_EQ(y[2], 0.5f);
+}
+
+// ---------------------------------------------------------------------------
+// Dot, RmsNorm
+
+TEST(Dot, ExactOnIntegersAndBoundedEveryTarget) {
+  Margin margin("Dot");
+  ForEachTarget([&] {
+    Rng rng(4);
+    EXPECT_EQ(Dot(nullptr, nullptr, 0), 0.0f);
+    for (size_t n : Sizes()) {
+      Buf<float> a(n, n % 4), b(n, (n + 1) % 4);
+      rng.FillInt(a.begin(), a.end());
+      rng.FillInt(b.begin(), b.end());
+      ASSERT_TRUE(SameBits(Dot(a.p, b.p, n), ref::Dot(a.p, b.p, n))) << "integers n=" << n;
+      rng.FillNormal(a.begin(), a.end());
+      rng.FillNormal(b.begin(), b.end());
+      double mag = 0.0;
+      for (size_t i = 0; i < n; ++i) mag += std::abs(double{a[i]} * b[i]);
+      // Four chains of ≤ n/(4N) + 1 FMAs, 2 adds joining them, log2(N) lane
+      // adds: h ≤ n + 3.
+      EXPECT_TRUE(
+          margin.Check(std::abs(double{Dot(a.p, b.p, n)} - ref::Dot(a.p, b.p, n)), (n + 3) * kEps * mag))
+          << n;
+    }
+  });
+}
+
+TEST(RmsNorm, BoundedEveryTarget) {
+  Margin margin("RmsNorm");
+  ForEachTarget([&] {
+    Rng rng(5);
+    for (size_t n : Sizes()) {
+      Buf<float> x(n, n % 3), w(n, 1), y(n, 2);
+      std::vector<float> want(n);
+      rng.FillNormal(x.begin(), x.end(), 3.0f);
+      rng.FillNormal(w.begin(), w.end());
+      ref::RmsNorm(x.p, w.p, n, 1e-5f, want.data());
+      RmsNorm(x.p, w.p, n, 1e-5f, y.p);
+      // Same operations as the reference once inv = 1/sqrt(mean + eps) is
+      // rounded to f32; the double sum of squares may differ in order by
+      // ~n·2^-53 relative, which can move inv by one ulp (≤ ε relative),
+      // and x·inv then ·w each round once more (≤ 2u): total < 2ε.
+      for (size_t i = 0; i < n; ++i) {
+        ASSERT_TRUE(margin.Check(std::abs(y[i] - want[i]), 2 * kEps * std::abs(want[i])))
+            << "n=" << n << " i=" << i;
+      }
+      RmsNorm(x.p, w.p, n, 1e-5f, x.p);  // in place
+      for (size_t i = 0; i < n; ++i) ASSERT_TRUE(SameBits(x[i], y[i])) << "in place n=" << n;
+    }
+  });
+}
+
+// ---------------------------------------------------------------------------
+// RoPE, element-wise
+
+TEST(Rope, BitExactEveryTarget) {
+  ForEachTarget([&] {
+    Rng rng(6);
+    for (size_t d = 2; d <= 140; d += 2) {
+      for (bool split : {true, false}) {
+        Buf<float> x(d, d % 4), cs(d / 2, 1), sn(d / 2, 3);
+        rng.FillNormal(x.begin(), x.end());
+        for (size_t i = 0; i < d / 2; ++i) {
+          const float a = rng.Normal(3.0f);
+          cs[i] = std::cos(a);
+          sn[i] = std::sin(a);
+        }
+        std::vector<float> want(x.begin(), x.end());
+        if (split) {
+          ref::RopeSplitHalf(want.data(), d, cs.p, sn.p);
+          RopeSplitHalf(x.p, d, cs.p, sn.p);
+        } else {
+          ref::RopeInterleaved(want.data(), d, cs.p, sn.p);
+          RopeInterleaved(x.p, d, cs.p, sn.p);
+        }
+        for (size_t i = 0; i < d; ++i) {
+          ASSERT_TRUE(SameBits(x[i], want[i]))
+              << (split ? "split" : "interleaved") << " d=" << d << " i=" << i;
+        }
+      }
+    }
+  });
+}
+
+TEST(ElementWise, BitExactEveryTarget) {
+  ForEachTarget([&] {
+    Rng rng(7);
+    for (size_t n : Sizes()) {
+      Buf<float> a(n, n % 4), b(n, (n + 2) % 4), out(n, 1);
+      rng.FillNormal(a.begin(), a.end());
+      rng.FillNormal(b.begin(), b.end());
+      std::vector<float> want(n);
+      auto check = [&](const char* what, const float* got) {
+        for (size_t i = 0; i < n; ++i)
+          ASSERT_TRUE(SameBits(got[i], want[i])) << what << " n=" << n << " i=" << i;
+      };
+      ref::Mul(a.p, b.p, want.data(), n);
+      Mul(a.p, b.p, out.p, n);
+      check("Mul", out.p);
+      ref::Add(a.p, b.p, want.data(), n);
+      Add(a.p, b.p, out.p, n);
+      check("Add", out.p);
+      ref::Scale(a.p, -1.7f, want.data(), n);
+      Scale(a.p, -1.7f, out.p, n);
+      check("Scale", out.p);
+      // Aliasing: out == a.
+      std::vector<float> a_copy(a.begin(), a.end());
+      ref::Mul(a_copy.data(), b.p, want.data(), n);
+      Mul(a.p, b.p, a.p, n);
+      check("Mul in place", a.p);
+      ref::Add(a.p, b.p, want.data(), n);
+      Add(a.p, b.p, b.p, n);
+      check("Add in place", b.p);
+
+      Buf<uint16_t> row(n, n % 2);
+      for (size_t i = 0; i < n; ++i) row[i] = F32ToBf16(rng.Normal());
+      row[0] = 0x7f80;  // +inf widens exactly too
+      std::copy(out.begin(), out.end(), want.begin());
+      ref::AccumulateBf16(row.p, want.data(), n);
+      AccumulateBf16(row.p, out.p, n);
+      check("AccumulateBf16", out.p);
+    }
+  });
+}
+
+TEST(SwiGlu, BoundedEveryTarget) {
+  Margin margin("SwiGlu");
+  ForEachTarget([&] {
+    Rng rng(8);
+    const float extremes[] = {0.0f,  -0.0f,  1e-30f, -1e-30f, 20.0f,  -20.0f,  88.0f, -88.0f,
+                              90.0f, -90.0f, 103.0f, -103.0f, 200.0f, -200.0f, 1e30f, -1e30f};
+    for (size_t n : Sizes()) {
+      Buf<float> g(n, n % 4), u(n, 1), out(n, 3);
+      rng.FillNormal(g.begin(), g.end(), 4.0f);
+      rng.FillNormal(u.begin(), u.end());
+      for (size_t i = 0; i < n; i += 5) g[i] = extremes[(i / 5) % std::size(extremes)];
+      std::vector<float> want(n);
+      ref::SwiGlu(g.p, u.p, want.data(), n);
+      SwiGlu(g.p, u.p, out.p, n);
+      for (size_t i = 0; i < n; ++i) {
+        // e = exp(−|g|) within 1 ulp (Highway's bound), then 1 + e, a divide
+        // and two products each round once: < 8ε relative. Where e^g is
+        // below FLT_MIN (g < −87.3) the result is |g|·e^g·|u| < 2e-36·|u| in
+        // absolute value, and flushing it is allowed.
+        const double tol = 8 * kEps * std::abs(want[i]) + 2e-36 * std::abs(u[i]);
+        ASSERT_TRUE(margin.Check(std::abs(double{out[i]} - want[i]), tol)) << "n=" << n << " g=" << g[i];
+      }
+      SwiGlu(g.p, u.p, g.p, n);  // out aliases gate
+      for (size_t i = 0; i < n; ++i) ASSERT_TRUE(SameBits(g[i], out[i])) << "in place n=" << n;
+    }
+  });
+}
+
+// ---------------------------------------------------------------------------
+// Softmax, AttendOne, ArgMax
+
+// The relative error of SIMD softmax entry i: x_i − max rounds (≤ u·|x_i −
+// max|, which exp turns into the same relative error), exp itself ≤ 1 ulp,
+// the f32 sum of n terms ≤ (n + 1)·u plus its terms' errors (≤ u·M + ε with
+// M the largest finite |x_j − max|), one divide and one product: below
+// ε·(|x_i − max| + M + n + 6).
+double SoftmaxRelTol(const std::vector<float>& x, size_t i) {
+  float mx = -kInf;
+  for (float v : x) mx = std::max(mx, v);
+  double spread = 0.0;
+  for (float v : x) {
+    if (std::isfinite(v)) spread = std::max(spread, double{mx} - v);
+  }
+  return kEps * ((double{mx} - x[i]) + spread + static_cast<double>(x.size()) + 6);
+}
+
+TEST(Softmax, BoundedWithExactZerosEveryTarget) {
+  Margin margin("Softmax");
+  ForEachTarget([&] {
+    Rng rng(9);
+    for (size_t n : Sizes()) {
+      Buf<float> x(n, n % 4);
+      rng.FillNormal(x.begin(), x.end(), 3.0f);
+      for (size_t i = 1; i < n; i += 3) x[i] = -kInf;  // masked positions
+      const std::vector<float> in(x.begin(), x.end());
+      std::vector<float> want(in);
+      ref::Softmax(want.data(), n);
+      Softmax(x.p, n);
+      double total = 0.0;
+      for (size_t i = 0; i < n; ++i) {
+        if (in[i] == -kInf) {
+          ASSERT_TRUE(SameBits(x[i], 0.0f)) << "n=" << n << " i=" << i;
+        } else {
+          ASSERT_TRUE(margin.Check(std::abs(double{x[i]} - want[i]), SoftmaxRelTol(in, i) * want[i] + 1e-38))
+              << "n=" << n << " i=" << i;
+        }
+        total += x[i];
+      }
+      EXPECT_NEAR(total, 1.0, (n + 8) * kEps) << n;
+    }
+    // Every entry masked: 0/0, as torch gives.
+    std::vector<float> all(5, -kInf);
+    Softmax(all.data(), all.size());
+    for (float v : all) EXPECT_TRUE(std::isnan(v));
+  });
+}
+
+TEST(AttendOne, BoundedEveryTarget) {
+  Margin margin("AttendOne");
+  ForEachTarget([&] {
+    Rng rng(10);
+    for (size_t n : {1, 2, 7, 64, 301}) {
+      for (size_t d : {1, 8, 13, 64, 128}) {
+        const size_t ld_k = d + 3, ld_v = d + 1;
+        Buf<float> q(d, 1), keys(n * ld_k, 2), values(n * ld_v, 3), out(d, 1);
+        rng.FillNormal(q.begin(), q.end());
+        rng.FillNormal(keys.begin(), keys.end());
+        rng.FillNormal(values.begin(), values.end());
+        const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+        std::vector<float> scores(n), want(d), want_p(n);
+        ref::AttendOne(q.p, keys.p, ld_k, values.p, ld_v, n, d, scale, want_p.data(), want.data());
+        AttendOne(q.p, keys.p, ld_k, values.p, ld_v, n, d, scale, scores.data(), out.p);
+        // Scores: a length-d dot (h ≤ d + 3) and a product: error δ_j ≤
+        // scale·(d + 4)·ε·Σ|q·K_j|. Shifting scores by ≤ Δ = max δ_j moves
+        // each probability by ≤ 2Δ relative; softmax's own error is bounded
+        // as in SoftmaxRelTol, the weighted sum over n rows by (n + 1)·ε.
+        double delta = 0.0;
+        std::vector<float> s(n);
+        for (size_t j = 0; j < n; ++j) {
+          double mag = 0.0;
+          for (size_t e = 0; e < d; ++e) mag += std::abs(double{q[e]} * keys[j * ld_k + e]);
+          delta = std::max(delta, scale * (d + 4) * kEps * mag);
+          s[j] = scale * ref::Dot(q.p, keys.p + j * ld_k, d);
+        }
+        double p_tol = 0.0;
+        for (size_t j = 0; j < n; ++j) p_tol = std::max(p_tol, SoftmaxRelTol(s, j));
+        const double rel = 2 * delta + p_tol + (n + 1) * kEps;
+        for (size_t e = 0; e < d; ++e) {
+          double mag = 0.0;
+          for (size_t j = 0; j < n; ++j) mag += want_p[j] * std::abs(values[j * ld_v + e]);
+          ASSERT_TRUE(margin.Check(std::abs(double{out[e]} - want[e]), rel * mag + 1e-30))
+              << "n=" << n << " d=" << d;
+        }
+      }
+    }
+  });
+}
+
+TEST(ArgMax, FirstMaximumAndNaNEveryTarget) {
+  ForEachTarget([&] {
+    Rng rng(11);
+    EXPECT_EQ(ArgMax(nullptr, 0), 0u);
+    std::vector<size_t> sizes = Sizes();
+    sizes.push_back(65541);
+    for (size_t n : sizes) {
+      Buf<float> x(n, n % 4);
+      rng.FillNormal(x.begin(), x.end());
+      ASSERT_EQ(ArgMax(x.p, n), ref::ArgMax(x.p, n)) << n;
+      // Ties: the lowest index wins.
+      const size_t a = rng.Index(n), b = rng.Index(n);
+      x[a] = x[b] = 100.0f;
+      ASSERT_EQ(ArgMax(x.p, n), std::min(a, b)) << n;
+      // NaNs never win, even before the maximum.
+      for (size_t i = 0; i < n; i += 7) x[i] = kNaN;
+      x[a] = x[b] = 100.0f;
+      ASSERT_EQ(ArgMax(x.p, n), ref::ArgMax(x.p, n)) << n;
+      ASSERT_EQ(ArgMax(x.p, n), std::min(a, b)) << n;
+      // All -inf: the first; all NaN: 0 by convention.
+      std::fill(x.begin(), x.end(), -kInf);
+      if (n > 2) x[0] = kNaN;
+      ASSERT_EQ(ArgMax(x.p, n), n > 2 ? 1u : 0u) << n;
+      std::fill(x.begin(), x.end(), kNaN);
+      ASSERT_EQ(ArgMax(x.p, n), 0u) << n;
+    }
+  });
+}
+
+// ---------------------------------------------------------------------------
+// CausalDepthwiseConv
+
+struct ConvCase {
+  ConvCase(size_t t, size_t c, size_t k, bool integers, Rng& rng)
+      : t(t), c(c), k(k), ldx(c + 2), x(t * ldx, 1), w(c * k, 2), state(k > 0 ? (k - 1) * c : 1, 0) {
+    auto fill = [&](float* b, float* e) { integers ? rng.FillInt(b, e) : rng.FillNormal(b, e); };
+    fill(x.begin(), x.end());
+    fill(w.begin(), w.end());
+    fill(state.begin(), state.end());
+  }
+  size_t t, c, k, ldx;
+  Buf<float> x, w, state;
+};
+
+TEST(CausalDepthwiseConv, ExactOnIntegersAndBoundedEveryTarget) {
+  Margin margin("CausalDepthwiseConv");
+  ForEachTarget([&] {
+    Rng rng(12);
+    for (size_t k : {1, 2, 3, 4, 7, 40}) {  // 40 exceeds the SIMD tap limit: reference path
+      for (size_t c : {1, 3, 8, 17, 64, 67, 1027}) {
+        for (size_t t : {1, 2, 6, 11}) {
+          for (bool integers : {true, false}) {
+            ConvCase cc(t, c, k, integers, rng);
+            const size_t ldy = c + 1;
+            std::vector<float> want(t * ldy), got(t * ldy);  // [t, ldy]
+            std::vector<float> st_ref(cc.state.begin(), cc.state.end());
+            std::vector<float> st(cc.state.begin(), cc.state.end());
+            ref::CausalDepthwiseConv(cc.x.p, t, cc.ldx, c, cc.w.p, k, st_ref.data(), want.data(), ldy);
+            CausalDepthwiseConv(cc.x.p, t, cc.ldx, c, cc.w.p, k, st.data(), got.data(), ldy);
+            for (size_t r = 0; r < t; ++r) {
+              for (size_t ch = 0; ch < c; ++ch) {
+                const size_t i = r * ldy + ch;
+                if (integers) {
+                  ASSERT_TRUE(SameBits(got[i], want[i])) << "k=" << k << " c=" << c << " t=" << t;
+                  continue;
+                }
+                // k FMAs in sequence: h ≤ k.
+                double mag = 0.0;
+                for (size_t j = 0; j < k; ++j) {
+                  const size_t q = r + j;  // row of [state; x]
+                  const float u = q < k - 1 ? cc.state[q * c + ch] : cc.x[(q - (k - 1)) * cc.ldx + ch];
+                  mag += std::abs(double{cc.w[ch * k + j]} * u);
+                }
+                ASSERT_TRUE(margin.Check(std::abs(double{got[i]} - want[i]), k * kEps * mag))
+                    << "k=" << k << " c=" << c;
+              }
+            }
+            // The new state: the last k-1 rows of [state; x].
+            for (size_t q = 0; q + 1 < k; ++q) {
+              const size_t src = t + q;  // row of [state; x]
+              for (size_t ch = 0; ch < c; ++ch) {
+                const float expect =
+                    src < k - 1 ? cc.state[src * c + ch] : cc.x[(src - (k - 1)) * cc.ldx + ch];
+                ASSERT_TRUE(SameBits(st[q * c + ch], expect)) << "state k=" << k << " t=" << t;
+                ASSERT_TRUE(SameBits(st_ref[q * c + ch], expect)) << "ref state k=" << k << " t=" << t;
+              }
+            }
+          }
+        }
+      }
+    }
+  });
+}
+
+// Streaming: the sequence fed in uneven chunks equals the sequence at once.
+TEST(CausalDepthwiseConv, ChunkedEqualsWholeEveryTarget) {
+  ForEachTarget([&] {
+    Rng rng(13);
+    const size_t t = 23, c = 37, k = 4;
+    ConvCase cc(t, c, k, /*integers=*/false, rng);
+    std::vector<float> st0(cc.state.begin(), cc.state.end());
+    std::vector<float> whole(t * c), chunked(t * c);  // [t, c]
+    std::vector<float> st = st0;
+    CausalDepthwiseConv(cc.x.p, t, cc.ldx, c, cc.w.p, k, st.data(), whole.data(), c);
+    const std::vector<float> st_whole = st;
+    st = st0;
+    size_t r = 0;
+    for (size_t len : {1, 2, 1, 6, 3, 10}) {
+      CausalDepthwiseConv(cc.x.p + r * cc.ldx, len, cc.ldx, c, cc.w.p, k, st.data(), chunked.data() + r * c,
+                          c);
+      r += len;
+    }
+    ASSERT_EQ(r, t);
+    for (size_t i = 0; i < t * c; ++i) ASSERT_TRUE(SameBits(chunked[i], whole[i])) << i;
+    for (size_t i = 0; i < st.size(); ++i) ASSERT_TRUE(SameBits(st[i], st_whole[i])) << i;
+  });
+}
+
+// ---------------------------------------------------------------------------
+
+TEST(Dispatch, ChoosesTheBestSupportedTarget) {
+  const std::vector<int64_t> targets = hwy::SupportedAndGeneratedTargets();
+  ASSERT_FALSE(targets.empty());
+  // Lower bits are better targets; the list is in increasing bit order.
+  EXPECT_STREQ(ChosenTarget(), hwy::TargetName(targets.front()));
+  std::string all;
+  for (int64_t t : targets) all += std::string(hwy::TargetName(t)) + " ";
+  RecordProperty("targets", all);
+  RecordProperty("chosen", ChosenTarget());
+  std::printf("compiled+supported targets: %s; chosen: %s\n", all.c_str(), ChosenTarget());
+}
+
+}  // namespace
+}  // namespace lfmvox::ops
