@@ -12,6 +12,7 @@ PACKAGES=(
   libgtest-dev                          # GoogleTest: unit, parity and streaming tests
   clang libclang-rt-14-dev              # libFuzzer and sanitizers for the parser fuzz targets
   libkissfft-dev                        # only a yardstick in bench_fft, which picks our own FFT (BSD-3)
+  libpcre2-dev                          # PCRE2: Unicode-property regex, tokenizer pre-tokenizer (BSD-3)
 )
 
 missing=()
