@@ -45,16 +45,6 @@ size_t Lfm2Backbone::step_weight_bytes() const {
   return stack_.weight_bytes() + embed_.rows * embed_.cols * DTypeSize(embed_.dtype);
 }
 
-namespace {
-void AccumulateRow(const ops::Weight& w, size_t row, float* acc) {
-  if (w.dtype == DType::kBF16) {
-    ops::AccumulateBf16(static_cast<const uint16_t*>(w.data) + row * w.ld, acc, w.cols);
-  } else {
-    ops::Add(static_cast<const float*>(w.data) + row * w.ld, acc, acc, w.cols);
-  }
-}
-}  // namespace
-
 Status Lfm2Backbone::EmbedToken(int32_t id, float* out) const {
   if (id < 0 || id >= vocab()) {
     return InvalidArgument(StrFormat("token id %d is outside the model's vocabulary [0, %d)", id, vocab()));

@@ -42,4 +42,12 @@ Status LoadF32(const Checkpoint& ckpt, const std::string& name, const Shape& sha
   return Status::Ok();
 }
 
+void AccumulateRow(const ops::Weight& table, size_t row, float* acc) {
+  if (table.dtype == DType::kBF16) {
+    ops::AccumulateBf16(static_cast<const uint16_t*>(table.data) + row * table.ld, acc, table.cols);
+  } else {
+    ops::Add(static_cast<const float*>(table.data) + row * table.ld, acc, acc, table.cols);
+  }
+}
+
 }  // namespace lfmvox

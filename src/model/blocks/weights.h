@@ -19,4 +19,8 @@ Result<ops::Weight> LoadMatrix(const Checkpoint& ckpt, const std::string& name, 
 // weights, biases, conv taps, windows: small and read often).
 Status LoadF32(const Checkpoint& ckpt, const std::string& name, const Shape& shape, AlignedBuffer<float>* out);
 
+// acc[cols] += row `row` of a BF16 or F32 table (embedding lookups that are
+// summed: audio frames, fused codebooks).
+void AccumulateRow(const ops::Weight& table, size_t row, float* acc);
+
 }  // namespace lfmvox

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "model/blocks/weights.h"
+#include "model/config/json_keys.h"
 #include "threading/thread_team.h"
 
 namespace lfmvox {
@@ -11,34 +12,24 @@ namespace lfmvox {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-namespace {
-
-// Reads an optional positive integer key; `def` is liquid-audio's value for
-// this architecture when the file does not say.
-Status OptionalInt(const json& j, const char* key, int def, const std::string& where, int* out) {
-  *out = def;
-  auto it = j.find(key);
-  if (it == j.end() || it->is_null()) return Status::Ok();
-  if (!it->is_number_integer() || it->get<int64_t>() < 1 || it->get<int64_t>() > (1 << 20)) {
-    return InvalidArgument(StrFormat("%s: \"%s\" must be a positive integer", where.c_str(), key));
-  }
-  *out = it->get<int>();
-  return Status::Ok();
-}
-
-}  // namespace
-
 Result<Lfm25DetokenizerConfig> Lfm25DetokenizerConfig::Parse(const std::string& path) {
   LFM_ASSIGN_OR_RETURN(json j, ReadJsonFile(path));
   Lfm25DetokenizerConfig c;
   LFM_ASSIGN_OR_RETURN(c.lfm, ParseLfm2Config(j, path));
-  // The architecture's own constants (liquid-audio detokenizer.py), unless
-  // the file states them.
-  LFM_RETURN_IF_ERROR(OptionalInt(j, "codebooks", 8, path, &c.num_codebooks));
-  LFM_RETURN_IF_ERROR(OptionalInt(j, "upsample_factor", 6, path, &c.upsample));
-  LFM_RETURN_IF_ERROR(OptionalInt(j, "hop_length", 320, path, &c.hop));
-  LFM_RETURN_IF_ERROR(OptionalInt(j, "sample_rate", 24000, path, &c.sample_rate));
-  LFM_RETURN_IF_ERROR(OptionalInt(j, "output_size", 1282, path, &c.output_size));
+  // The architecture's own constants (liquid-audio detokenizer.py: 8 fused
+  // codebooks, ×6 upsampling, ISTFT hop 320 at 24 kHz, Linear(512, 1282)),
+  // unless the file states them.
+  c.num_codebooks = 8;
+  c.upsample = 6;
+  c.hop = 320;
+  c.sample_rate = 24000;
+  c.output_size = 1282;
+  constexpr int64_t kMax = 1 << 20;
+  LFM_RETURN_IF_ERROR(GetInt(j, "codebooks", path, false, 1, 64, &c.num_codebooks));
+  LFM_RETURN_IF_ERROR(GetInt(j, "upsample_factor", path, false, 1, 64, &c.upsample));
+  LFM_RETURN_IF_ERROR(GetInt(j, "hop_length", path, false, 1, kMax, &c.hop));
+  LFM_RETURN_IF_ERROR(GetInt(j, "sample_rate", path, false, 1, kMax, &c.sample_rate));
+  LFM_RETURN_IF_ERROR(GetInt(j, "output_size", path, false, 4, kMax, &c.output_size));
   if (c.output_size % 2 != 0 || c.output_size < 4) {
     return InvalidArgument(path + ": output_size must be 2·(n_fft/2 + 1), an even number");
   }
@@ -74,17 +65,14 @@ Result<std::unique_ptr<Lfm25Detokenizer>> Lfm25Detokenizer::Load(const std::stri
   const int64_t H = c.lfm.hidden_size;
   const std::string where = "loading " + dir.string();
 
-  LFM_ASSIGN_OR_RETURN(m->emb_, ck.Get("emb.emb.weight"));
-  if (m->emb_.shape.rank != 2 || m->emb_.shape[1] != H || m->emb_.shape[0] % c.num_codebooks != 0 ||
-      m->emb_.shape[0] == 0) {
+  LFM_ASSIGN_OR_RETURN(TensorView emb, ck.Get("emb.emb.weight"));
+  if (emb.shape.rank != 2 || emb.shape[1] != H || emb.shape[0] % c.num_codebooks != 0 || emb.shape[0] == 0) {
     return InvalidArgument(StrFormat("%s: emb.emb.weight has shape %s but needs [%d·codebook_size, %lld]",
-                                     where.c_str(), m->emb_.shape.ToString().c_str(), c.num_codebooks,
+                                     where.c_str(), emb.shape.ToString().c_str(), c.num_codebooks,
                                      static_cast<long long>(H)));
   }
-  if (m->emb_.dtype != DType::kBF16 && m->emb_.dtype != DType::kF32) {
-    return Unimplemented(where + ": emb.emb.weight must be BF16 or F32");
-  }
-  c.codebook_size = static_cast<int>(m->emb_.shape[0] / c.num_codebooks);
+  LFM_ASSIGN_OR_RETURN(m->emb_, LoadMatrix(ck, "emb.emb.weight", emb.shape[0], H));
+  c.codebook_size = static_cast<int>(emb.shape[0] / c.num_codebooks);
 
   Result<Lfm2Stack> stack = Lfm2Stack::Load(ck, c.lfm, "lfm.");
   if (!stack.ok()) return stack.status().WithContext(where);
@@ -97,8 +85,7 @@ Result<std::unique_ptr<Lfm25Detokenizer>> Lfm25Detokenizer::Load(const std::stri
 
 size_t Lfm25Detokenizer::weight_bytes_per_frame() const {
   return stack_.weight_bytes() + lin_.rows * lin_.cols * DTypeSize(lin_.dtype) +
-         static_cast<size_t>(config_.num_codebooks) * static_cast<size_t>(config_.lfm.hidden_size) *
-             DTypeSize(emb_.dtype);
+         static_cast<size_t>(config_.num_codebooks) * emb_.cols * DTypeSize(emb_.dtype);
 }
 
 Lfm25DetokenizerSession::Lfm25DetokenizerSession(const Lfm25Detokenizer& model, Lfm2State state, size_t max_frames)
@@ -166,11 +153,7 @@ Result<size_t> Lfm25DetokenizerSession::DecodeChunk(const int32_t* codes, size_t
     std::fill(e, e + H, 0.0f);
     for (size_t k = 0; k < cb; ++k) {
       const size_t row = static_cast<size_t>(codes[t * cb + k]) + k * static_cast<size_t>(c.codebook_size);
-      if (model_.emb_.dtype == DType::kBF16) {
-        ops::AccumulateBf16(model_.emb_.as<uint16_t>() + row * H, e, H);
-      } else {
-        ops::Add(model_.emb_.as<float>() + row * H, e, e, H);
-      }
+      AccumulateRow(model_.emb_, row, e);
     }
     ops::Scale(e, 1.0f / static_cast<float>(cb), e, H);  // exact for 8 codebooks
   }

@@ -60,7 +60,7 @@ class Lfm25Detokenizer {
   std::optional<Checkpoint> ckpt_;  // the mmap'd weights every view below points into
   Lfm25DetokenizerConfig config_;
   Lfm2Stack stack_;
-  TensorView emb_;                // [num_codebooks·codebook_size, H], BF16 or F32
+  ops::Weight emb_;               // [num_codebooks·codebook_size, H], BF16 or F32
   ops::Weight lin_;               // [output_size, H]
   AlignedBuffer<float> lin_bias_; // [output_size]
   AlignedBuffer<float> window_;   // [n_fft], the checkpoint's istft.window

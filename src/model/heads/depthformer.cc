@@ -7,6 +7,7 @@
 #include <string>
 
 #include "model/blocks/weights.h"
+#include "model/config/json_keys.h"
 #include "threading/thread_team.h"
 
 namespace lfmvox {
@@ -16,63 +17,27 @@ using nlohmann::json;
 namespace {
 
 constexpr const char* kWhere = "config.json";
+const std::string kSection = "config.json [depthformer]";
 constexpr int64_t kMaxDim = 1 << 16;  // far above any real width; stops absurd allocations
-
-// A present key of the wrong type or range is an error; a missing optional key
-// leaves *out at its default.
-Status ReadInt(const json& j, const char* section, const char* key, bool required, int64_t lo, int64_t hi,
-               int* out) {
-  auto it = j.find(key);
-  if (it == j.end() || it->is_null()) {
-    if (required) return NotFound(StrFormat("%s lacks the required key \"%s%s\"", kWhere, section, key));
-    return Status::Ok();
-  }
-  if (!it->is_number_integer()) {
-    return InvalidArgument(StrFormat("%s: \"%s%s\" must be an integer", kWhere, section, key));
-  }
-  const int64_t v = it->get<int64_t>();
-  if (v < lo || v > hi) {
-    return OutOfRange(StrFormat("%s: \"%s%s\" = %lld is outside [%lld, %lld]", kWhere, section, key,
-                                static_cast<long long>(v), static_cast<long long>(lo),
-                                static_cast<long long>(hi)));
-  }
-  *out = static_cast<int>(v);
-  return Status::Ok();
-}
-
-Status ReadPositive(const json& j, const char* section, const char* key, double* out) {
-  auto it = j.find(key);
-  if (it == j.end() || it->is_null()) return Status::Ok();
-  if (!it->is_number() || !(it->get<double>() > 0) || !std::isfinite(it->get<double>())) {
-    return InvalidArgument(StrFormat("%s: \"%s%s\" must be a positive number", kWhere, section, key));
-  }
-  *out = it->get<double>();
-  return Status::Ok();
-}
 
 // Everything but the two widths that only the tensors know (ffn, vocab).
 Result<DepthformerConfig> ParseConfig(const json& model) {
   DepthformerConfig c;
   if (!model.is_object()) return InvalidArgument(StrFormat("%s must hold a JSON object", kWhere));
-  LFM_RETURN_IF_ERROR(ReadInt(model, "", "codebooks", true, 1, 64, &c.num_codebooks));
+  LFM_RETURN_IF_ERROR(GetInt(model, "codebooks", kWhere, true, 1, 64, &c.num_codebooks));
   auto it = model.find("depthformer");
   if (it == model.end() || !it->is_object()) {
     return NotFound(StrFormat("%s lacks the \"depthformer\" section {\"layers\", \"dim\", \"tie\"}", kWhere));
   }
   const json& d = *it;
-  const char* sec = "depthformer.";
-  LFM_RETURN_IF_ERROR(ReadInt(d, sec, "layers", true, 1, 256, &c.layers));
-  LFM_RETURN_IF_ERROR(ReadInt(d, sec, "dim", true, 1, kMaxDim, &c.dim));
-  LFM_RETURN_IF_ERROR(ReadInt(d, sec, "heads", false, 1, kMaxDim, &c.heads));
-  LFM_RETURN_IF_ERROR(ReadInt(d, sec, "kv_heads", false, 1, kMaxDim, &c.kv_heads));
-  if (auto t = d.find("tie"); t != d.end() && !t->is_null()) {
-    if (!t->is_boolean())
-      return InvalidArgument(StrFormat("%s: \"depthformer.tie\" must be true or false", kWhere));
-    c.tie = t->get<bool>();
-  }
+  LFM_RETURN_IF_ERROR(GetInt(d, "layers", kSection, true, 1, 256, &c.layers));
+  LFM_RETURN_IF_ERROR(GetInt(d, "dim", kSection, true, 1, kMaxDim, &c.dim));
+  LFM_RETURN_IF_ERROR(GetInt(d, "heads", kSection, false, 1, kMaxDim, &c.heads));
+  LFM_RETURN_IF_ERROR(GetInt(d, "kv_heads", kSection, false, 1, kMaxDim, &c.kv_heads));
+  LFM_RETURN_IF_ERROR(GetBool(d, "tie", kSection, &c.tie));
   double eps = c.eps;
-  LFM_RETURN_IF_ERROR(ReadPositive(d, sec, "rope_theta", &c.rope_theta));
-  LFM_RETURN_IF_ERROR(ReadPositive(d, sec, "norm_eps", &eps));
+  LFM_RETURN_IF_ERROR(GetDouble(d, "rope_theta", kSection, 1.0, 1e12, &c.rope_theta));
+  LFM_RETURN_IF_ERROR(GetDouble(d, "norm_eps", kSection, 1e-12, 1.0, &eps));
   c.eps = static_cast<float>(eps);
   if (c.dim % c.heads != 0 || c.heads % c.kv_heads != 0) {
     return InvalidArgument(
@@ -103,16 +68,6 @@ size_t MatrixBytes(const ops::Weight& w) { return w.rows * w.cols * DTypeSize(w.
 bool SameContents(const ops::Weight& a, const ops::Weight& b) {
   return a.dtype == b.dtype && a.rows == b.rows && a.cols == b.cols &&
          std::memcmp(a.data, b.data, MatrixBytes(a)) == 0;
-}
-
-// acc[D] += row r of a [V, D] table.
-void AddRow(const ops::Weight& table, int32_t r, float* acc) {
-  const size_t offset = static_cast<size_t>(r) * table.ld;
-  if (table.dtype == DType::kBF16) {
-    ops::AccumulateBf16(static_cast<const uint16_t*>(table.data) + offset, acc, table.cols);
-  } else {
-    ops::Add(acc, static_cast<const float*>(table.data) + offset, acc, table.cols);
-  }
 }
 
 // Records the [D] or [V] vector of codebook k under fmt ("cb%zu_out").
@@ -283,7 +238,7 @@ Status SampleAudioFrame(const Depthformer& m, DepthformerState& st, const float*
 
   for (size_t k = 0; k < C; ++k) {
     std::memcpy(x, in + k * D, D * sizeof(float));
-    if (k > 0) AddRow(m.codebooks_[k - 1].embedding, codes[k - 1], x);
+    if (k > 0) AccumulateRow(m.codebooks_[k - 1].embedding, static_cast<size_t>(codes[k - 1]), x);
     TraceCodebook(sink, "cb%zu_in", k, x, D);
     const float* cos = m.rope_cos_.data() + k * half;
     const float* sin = m.rope_sin_.data() + k * half;
