@@ -5,7 +5,13 @@
 namespace lfmvox {
 
 Result<ops::Weight> LoadMatrix(const Checkpoint& ckpt, const std::string& name, int64_t rows, int64_t cols) {
-  LFM_ASSIGN_OR_RETURN(TensorView t, ckpt.Get(name, Shape{rows, cols}));
+  return LoadMatrix(ckpt, name, Shape{rows, cols}, rows, cols);
+}
+
+Result<ops::Weight> LoadMatrix(const Checkpoint& ckpt, const std::string& name, const Shape& stored, int64_t rows,
+                               int64_t cols) {
+  if (stored.elements() != rows * cols) return Internal("LoadMatrix: the stored shape must hold rows·cols values");
+  LFM_ASSIGN_OR_RETURN(TensorView t, ckpt.Get(name, stored));
   if (t.dtype != DType::kBF16 && t.dtype != DType::kF32) {
     return Unimplemented("tensor " + name + " is " + DTypeName(t.dtype) +
                          "; matrices must be BF16 or F32 (convert the checkpoint)");

@@ -14,6 +14,10 @@ namespace lfmvox {
 // A [rows, cols] matrix used in place (BF16 or F32). The checkpoint must
 // outlive the returned view.
 Result<ops::Weight> LoadMatrix(const Checkpoint& ckpt, const std::string& name, int64_t rows, int64_t cols);
+// The same for a tensor stored with another shape of rows·cols elements
+// (a 1×1 convolution's [out, in, 1, 1] used as the matrix [out, in]).
+Result<ops::Weight> LoadMatrix(const Checkpoint& ckpt, const std::string& name, const Shape& stored, int64_t rows,
+                               int64_t cols);
 
 // A tensor of the given shape widened to f32 into an owned buffer (norm
 // weights, biases, conv taps, windows: small and read often).

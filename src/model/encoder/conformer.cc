@@ -143,31 +143,12 @@ Result<ConformerConfig> ConformerConfig::Parse(const json& j) {
 
 namespace {
 
-// A weight of any rank whose elements form a [rows, cols] matrix (a 1×1 conv
-// [out, in, 1, 1] is a Linear), used in place.
-Result<ops::Weight> LoadMatrixShaped(const Checkpoint& ckpt, const std::string& name, const Shape& shape,
-                                     size_t rows, size_t cols) {
-  LFM_ASSIGN_OR_RETURN(TensorView t, ckpt.Get(name, shape));
-  if (t.dtype != DType::kBF16 && t.dtype != DType::kF32) {
-    return Unimplemented("tensor " + name + " is " + DTypeName(t.dtype) +
-                         "; matrices must be BF16 or F32 (convert the checkpoint)");
-  }
-  ops::Weight w;
-  w.dtype = t.dtype;
-  w.data = t.data;
-  w.rows = rows;
-  w.cols = cols;
-  w.ld = cols;
-  return w;
-}
-
 // `<prefix>.weight` [out, in, trailing 1s…] and, if bias, `<prefix>.bias` [out].
 Status LoadLinear(const Checkpoint& ckpt, const std::string& prefix, int64_t out, int64_t in, bool bias,
                   int unit_dims, Linear* l) {
   Shape shape{out, in};
   for (int i = 0; i < unit_dims; ++i) shape.dim[shape.rank++] = 1;
-  LFM_ASSIGN_OR_RETURN(l->w, LoadMatrixShaped(ckpt, prefix + ".weight", shape, static_cast<size_t>(out),
-                                              static_cast<size_t>(in)));
+  LFM_ASSIGN_OR_RETURN(l->w, LoadMatrix(ckpt, prefix + ".weight", shape, out, in));
   if (bias) LFM_RETURN_IF_ERROR(LoadF32(ckpt, prefix + ".bias", Shape{out}, &l->b));
   return Status::Ok();
 }
