@@ -230,7 +230,10 @@ void ForwardImpl(Plan& plan, const float* HWY_RESTRICT in, float* HWY_RESTRICT r
     hn::StoreU(even, d, xr + j);
     hn::StoreU(odd, d, xi + j);
   });
-  const auto [zr, zi] = ComplexForward(plan);
+  // Named pointers, not a structured binding: clang 14 cannot capture those in lambdas.
+  const auto z = ComplexForward(plan);
+  float* const zr = z.first;
+  float* const zi = z.second;
   // Z = FFT_m(z) mixes the spectra of the even (E) and odd (O) samples:
   //   E[k] = (Z[k] + conj Z[m−k]) / 2,  O[k] = (Z[k] − conj Z[m−k]) / 2i,
   //   X[k] = E[k] + e^{-2πi·k/n}·O[k].
@@ -280,7 +283,9 @@ void InverseImpl(Plan& plan, const float* HWY_RESTRICT re, const float* HWY_REST
     hn::StoreU(hn::Mul(vscale, hn::Sub(er, oi)), d, zr + k);
     hn::StoreU(hn::Mul(vscale, hn::Add(ei, orr)), d, zi + k);
   });
-  const auto [res_re, res_im] = ComplexForward(plan);
+  const auto res = ComplexForward(plan);
+  float* const res_re = res.first;
+  float* const res_im = res.second;
   // Swapped back: z = res_im + i·res_re = x[2j] + i·x[2j+1].
   ForChunks(0, m, [&](auto d, size_t j) HWY_ATTR {
     hn::StoreInterleaved2(hn::LoadU(d, res_im + j), hn::LoadU(d, res_re + j), d, out + 2 * j);

@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <type_traits>
 #include <utility>
 
@@ -18,7 +19,221 @@ namespace {
 // Conversion happens through a fixed stack buffer, so streaming writes never allocate.
 constexpr size_t kChunkSamples = 4096;
 
+// ---- Reading ----
+
+// Decoding reads this many frames per call; the buffer grows with what was actually decoded, never with
+// what a header claims.
+constexpr sf_count_t kReadFrames = 16384;
+
+Status CheckFormat(int sample_rate, int channels, const std::string& what) {
+  if (sample_rate < 1 || sample_rate > kMaxAudioSampleRate) {
+    return InvalidArgument(
+        StrFormat("%s: sample rate %d Hz is not in [1, %d]; the header is corrupt or "
+                  "the rate is not supported",
+                  what.c_str(), sample_rate, kMaxAudioSampleRate));
+  }
+  if (channels < 1 || channels > kMaxAudioChannels) {
+    return InvalidArgument(
+        StrFormat("%s: %d channels is not in [1, %d]", what.c_str(), channels, kMaxAudioChannels));
+  }
+  return Status::Ok();
+}
+
+// The most frames a clip of this rate and channel count may have under `limits`.
+int64_t MaxFrames(int sample_rate, int channels, const AudioLimits& limits) {
+  const double by_time = std::floor(std::max(0.0, limits.max_seconds) * sample_rate);
+  const int64_t by_samples = std::max<int64_t>(0, limits.max_samples) / channels;
+  return by_time < static_cast<double>(by_samples) ? static_cast<int64_t>(by_time) : by_samples;
+}
+
+Status TooLong(int64_t frames, bool at_least, int sample_rate, int channels, const AudioLimits& limits,
+               const std::string& what) {
+  return OutOfRange(
+      StrFormat("%s: %s%lld frames (%.1f s at %d Hz, %d channels) is over the limit of %g s "
+                "and %lld samples; cut the audio into shorter clips",
+                what.c_str(), at_least ? "at least " : "", static_cast<long long>(frames),
+                static_cast<double>(frames) / sample_rate, sample_rate, channels, limits.max_seconds,
+                static_cast<long long>(limits.max_samples)));
+}
+
+// Refuses NaN and Inf: see ReadAudioFile in the header for why.
+Status CheckFinite(const AudioBuffer& a, const std::string& what) {
+  for (size_t i = 0; i < a.samples.size(); ++i) {
+    if (!std::isfinite(a.samples[i])) {
+      const size_t ch = static_cast<size_t>(a.channels);
+      return InvalidArgument(StrFormat(
+          "%s: sample %zu of channel %zu (%.3f s) is %s; audio must be finite", what.c_str(), i / ch, i % ch,
+          static_cast<double>(i / ch) / a.sample_rate, std::isnan(a.samples[i]) ? "NaN" : "infinite"));
+    }
+  }
+  return Status::Ok();
+}
+
+// Decodes an opened file to the end and closes it.
+Result<AudioBuffer> Decode(SNDFILE* sf, const SF_INFO& info, const std::string& what,
+                           const AudioLimits& limits) {
+  struct Closer {
+    SNDFILE* sf;
+    ~Closer() { sf_close(sf); }
+  } closer{sf};
+  LFM_RETURN_IF_ERROR(CheckFormat(info.samplerate, info.channels, what));
+  const int64_t max_frames = MaxFrames(info.samplerate, info.channels, limits);
+  // libsndfile reports SF_COUNT_MAX when it cannot know the length (a pipe); any other value is the
+  // header's claim, checked now and trusted for nothing else.
+  const bool length_known = info.frames >= 0 && info.frames != SF_COUNT_MAX;
+  if (length_known && info.frames > max_frames)
+    return TooLong(info.frames, false, info.samplerate, info.channels, limits, what);
+
+  AudioBuffer a;
+  a.sample_rate = info.samplerate;
+  a.channels = info.channels;
+  const size_t ch = static_cast<size_t>(info.channels);
+  int64_t frames = 0;
+  for (;;) {
+    const int64_t want = std::min<int64_t>(kReadFrames, max_frames + 1 - frames);  // +1 detects "too long"
+    a.samples.resize(static_cast<size_t>(frames + want) * ch);
+    const sf_count_t got = sf_readf_float(sf, a.samples.data() + static_cast<size_t>(frames) * ch, want);
+    if (got <= 0) break;
+    frames += got;
+    if (frames > max_frames) return TooLong(frames, true, info.samplerate, info.channels, limits, what);
+  }
+  a.samples.resize(static_cast<size_t>(frames) * ch);
+  if (sf_error(sf) != SF_ERR_NO_ERROR) {
+    return DataLoss(StrFormat("%s: decoding failed after %lld frames: %s", what.c_str(),
+                              static_cast<long long>(frames), sf_strerror(sf)));
+  }
+  if (frames == 0) {
+    return InvalidArgument(what + ": the file holds no audio samples (empty, or a header without data)");
+  }
+  // An MP3's length is an estimate (from the bitrate, or a Xing tag that encoders get wrong); every
+  // other format libsndfile decodes declares an exact count, so a shortfall is a cut file.
+  const bool exact_length = (info.format & SF_FORMAT_TYPEMASK) != SF_FORMAT_MPEG;
+  if (exact_length && length_known && frames < info.frames) {
+    return DataLoss(StrFormat("%s: truncated: the header declares %lld frames but only %lld decode",
+                              what.c_str(), static_cast<long long>(info.frames),
+                              static_cast<long long>(frames)));
+  }
+  LFM_RETURN_IF_ERROR(CheckFinite(a, what));
+  return a;
+}
+
+// A read-only file image for sf_open_virtual.
+struct MemoryFile {
+  std::string_view bytes;
+  sf_count_t pos = 0;
+};
+
+sf_count_t MemLength(void* user) {
+  return static_cast<sf_count_t>(static_cast<MemoryFile*>(user)->bytes.size());
+}
+
+sf_count_t MemSeek(sf_count_t offset, int whence, void* user) {
+  auto* m = static_cast<MemoryFile*>(user);
+  const sf_count_t size = static_cast<sf_count_t>(m->bytes.size());
+  sf_count_t base = 0;
+  if (whence == SEEK_CUR) base = m->pos;
+  if (whence == SEEK_END) base = size;
+  // Offsets come from file headers, so they can be anything: saturate instead of overflowing, and keep
+  // the position inside the image (a read past the end then returns nothing).
+  sf_count_t target = 0;
+  if (__builtin_add_overflow(base, offset, &target)) target = offset < 0 ? 0 : size;
+  m->pos = std::clamp<sf_count_t>(target, 0, size);
+  return m->pos;
+}
+
+sf_count_t MemRead(void* ptr, sf_count_t count, void* user) {
+  auto* m = static_cast<MemoryFile*>(user);
+  const sf_count_t n = std::clamp<sf_count_t>(count, 0, static_cast<sf_count_t>(m->bytes.size()) - m->pos);
+  if (n > 0) std::memcpy(ptr, m->bytes.data() + m->pos, static_cast<size_t>(n));
+  m->pos += n;
+  return n;
+}
+
+sf_count_t MemWrite(const void*, sf_count_t, void*) { return 0; }
+
+sf_count_t MemTell(void* user) { return static_cast<MemoryFile*>(user)->pos; }
+
 }  // namespace
+
+Result<AudioBuffer> ReadAudioFile(const std::string& path, const AudioLimits& limits) {
+  std::error_code ec;
+  const std::filesystem::file_status st = std::filesystem::status(path, ec);
+  if (!std::filesystem::exists(st)) return NotFound("audio file " + path + " does not exist");
+  if (std::filesystem::is_directory(st)) return InvalidArgument(path + " is a directory, not an audio file");
+  SF_INFO info{};
+  SNDFILE* sf = sf_open(path.c_str(), SFM_READ, &info);
+  if (sf == nullptr) {
+    return InvalidArgument(path + ": not a readable audio file (" + sf_strerror(nullptr) +
+                           "); supported: WAV, FLAC, Ogg Vorbis/Opus, MP3, AIFF and the other formats of "
+                           "libsndfile");
+  }
+  return Decode(sf, info, path, limits);
+}
+
+Result<AudioBuffer> ReadAudioMemory(std::string_view bytes, const AudioLimits& limits) {
+  const std::string what = "in-memory audio";
+  if (bytes.empty()) return InvalidArgument(what + ": no bytes (an empty file)");
+  SF_VIRTUAL_IO io{MemLength, MemSeek, MemRead, MemWrite, MemTell};
+  MemoryFile file{bytes, 0};
+  SF_INFO info{};
+  SNDFILE* sf = sf_open_virtual(&io, SFM_READ, &info, &file);
+  if (sf == nullptr) {
+    return InvalidArgument(what + ": not a readable audio file (" + sf_strerror(nullptr) + ")");
+  }
+  return Decode(sf, info, what, limits);
+}
+
+Result<AudioBuffer> FromRawPcm(std::span<const uint8_t> bytes, int sample_rate, int channels,
+                               PcmFormat format, const AudioLimits& limits) {
+  const std::string what = "raw PCM";
+  LFM_RETURN_IF_ERROR(CheckFormat(sample_rate, channels, what));
+  const size_t width = format == PcmFormat::kS16 ? 2 : 4;
+  const size_t frame_bytes = width * static_cast<size_t>(channels);
+  if (bytes.empty()) return InvalidArgument(what + ": no samples");
+  if (bytes.size() % frame_bytes != 0) {
+    return InvalidArgument(StrFormat("%s: %zu bytes is not a whole number of %zu-byte frames (%d x %s)",
+                                     what.c_str(), bytes.size(), frame_bytes, channels,
+                                     format == PcmFormat::kS16 ? "s16" : "f32"));
+  }
+  const size_t frames = bytes.size() / frame_bytes;
+  if (static_cast<int64_t>(frames) > MaxFrames(sample_rate, channels, limits))
+    return TooLong(static_cast<int64_t>(frames), false, sample_rate, channels, limits, what);
+  AudioBuffer a;
+  a.sample_rate = sample_rate;
+  a.channels = channels;
+  a.samples.resize(frames * static_cast<size_t>(channels));
+  const uint8_t* p = bytes.data();
+  for (float& x : a.samples) {
+    uint32_t u = 0;
+    for (size_t b = 0; b < width; ++b) u |= static_cast<uint32_t>(p[b]) << (8 * b);
+    p += width;
+    if (format == PcmFormat::kS16) {
+      // 1/32768 is a power of two, so this is exact and equals libsndfile's PCM16 normalisation.
+      x = static_cast<float>(static_cast<int16_t>(static_cast<uint16_t>(u))) * (1.0f / 32768.0f);
+    } else {
+      std::memcpy(&x, &u, 4);
+    }
+  }
+  LFM_RETURN_IF_ERROR(CheckFinite(a, what));
+  return a;
+}
+
+std::vector<float> MixToMono(const AudioBuffer& audio) {
+  if (audio.channels <= 1) return audio.samples;
+  const size_t ch = static_cast<size_t>(audio.channels);
+  const size_t frames = audio.frames();
+  const float c = static_cast<float>(audio.channels);
+  std::vector<float> mono(frames);  // [frames]
+  for (size_t t = 0; t < frames; ++t) {
+    const float* x = audio.samples.data() + t * ch;
+    float sum = 0.0f;
+    for (size_t k = 0; k < ch; ++k) sum += x[k];
+    mono[t] = sum / c;
+  }
+  return mono;
+}
+
+// ---- Writing ----
 
 int16_t FloatToS16(float x) {
   if (std::isnan(x)) return 0;

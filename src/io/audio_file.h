@@ -1,15 +1,19 @@
-// Audio files. Writing: WAV through libsndfile (streamed, frames appended as they are decoded) and raw
-// little-endian PCM for `-o -`.
+// Audio files.
 //
-// Reading (decode any libsndfile format, downmix, resample to the encoder's 16 kHz) is not here yet: it
-// belongs in this file as `Result<AudioBuffer> ReadAudioFile(path, target_sample_rate)` when the audio
-// encoder lands.
+// Reading: any format libsndfile decodes (WAV, FLAC, Ogg/Vorbis, Ogg/Opus, MP3, AIFF, ...) from a path or
+// from memory, or headerless PCM, into interleaved float32 samples; and the downmix to mono. Resampling
+// to the encoder's rate is dsp/resample.h, the log-mel front end model/features/log_mel.h.
+//
+// Writing: WAV through libsndfile (streamed, frames appended as they are decoded) and raw little-endian
+// PCM for `-o -`.
 #pragma once
 
 #include <cstdint>
 #include <cstdio>
 #include <span>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "base/status.h"
 #include "lfmvox/audio_io.h"
@@ -19,6 +23,59 @@ struct sf_private_tag;  // libsndfile's SNDFILE, kept out of this header
 namespace lfmvox {
 
 // PcmFormat (kS16, kF32) is part of the public API: include/lfmvox/audio_io.h.
+
+// ---- Reading ---------------------------------------------------------------------------------------
+
+// Decoded audio. Sample values are what `soundfile.read(path, dtype="float32")` returns, because both
+// go through libsndfile's sf_read_float with its default normalisation: integer PCM of b bits is
+// x / 2^(b-1) (PCM16: x / 32768, so -32768 -> -1.0 and 32767 -> 0.999969...), float files keep their
+// values (not clamped), lossy formats give the decoder's floats.
+struct AudioBuffer {
+  int sample_rate = 0;  // Hz
+  int channels = 0;
+  std::vector<float> samples;  // [frames, channels], interleaved
+
+  size_t frames() const { return channels > 0 ? samples.size() / static_cast<size_t>(channels) : 0; }
+};
+
+// Limits on what a reader accepts. Every input is checked against them before and while it is decoded,
+// so a hostile header (a declared length of 2^62 frames, 1000 channels) costs nothing.
+inline constexpr int kMaxAudioSampleRate = 1000000;  // 1 MHz; anything higher is a corrupt header
+inline constexpr int kMaxAudioChannels = 64;
+struct AudioLimits {
+  double max_seconds = 3600.0;             // a longer clip is an error (OutOfRange), never cut silently
+  int64_t max_samples = int64_t{1} << 28;  // frames x channels: 1 GiB of float32
+};
+
+// Reads and decodes a whole file. Errors (never a crash):
+//   NotFound     the path does not exist;
+//   InvalidArgument  not audio / a format libsndfile does not decode, a directory, sample rate outside
+//                [1, kMaxAudioSampleRate], channels outside [1, kMaxAudioChannels], no samples at all
+//                (empty file, header only), or a NaN/Inf sample (refused rather than passed on: one NaN
+//                would turn every normalised mel value of the clip into NaN);
+//   DataLoss     the decoder failed part way, or fewer frames decode than the header declares (a cut
+//                FLAC/Ogg file). Two documented exceptions, as libsndfile (and so soundfile, and so the
+//                reference) reads them: a WAV/AIFF-style file whose data chunk is cut short is read up
+//                to the end of the bytes present; an MP3 is read to its end (its declared length is an
+//                estimate);
+//   OutOfRange   longer than limits.max_seconds or more than limits.max_samples samples.
+Result<AudioBuffer> ReadAudioFile(const std::string& path, const AudioLimits& limits = {});
+
+// The same from an in-memory file image (libsndfile virtual I/O; `bytes` must outlive the call only).
+Result<AudioBuffer> ReadAudioMemory(std::string_view bytes, const AudioLimits& limits = {});
+
+// Headerless little-endian PCM: kS16 -> x / 32768 (as a PCM16 WAV reads), kF32 as stored. bytes.size()
+// must be a whole, non-zero number of frames. Same rate, channel, NaN/Inf and length checks as above.
+Result<AudioBuffer> FromRawPcm(std::span<const uint8_t> bytes, int sample_rate, int channels,
+                               PcmFormat format, const AudioLimits& limits = {});
+
+// Downmix rule: the mean of the channels, m[t] = (x[t,0] + ... + x[t,C-1]) / C, summed in channel order
+// in float32 (numpy's and torch's `mean` over a short axis give the same). Mono input is copied as is.
+// The reference pipeline only takes mono; this is how lfmvox gets there from a multichannel file.
+// Returns [frames].
+std::vector<float> MixToMono(const AudioBuffer& audio);
+
+// ---- Writing ---------------------------------------------------------------------------------------
 
 // The float -> s16 rule used everywhere: NaN -> 0, clamp to [-1, 1], then round to nearest (ties away from
 // zero) of x * 32767. Symmetric: -1 -> -32767, +1 -> 32767; -32768 is never produced.
