@@ -146,6 +146,43 @@ TEST(Cli, GenerateReproducesTtsTrace) {
   }
 }
 
+// Compares JSON lines with trace rows [kind, id | 8 codes].
+void ExpectRows(const std::string& out, const std::vector<int64_t>& want, size_t n, const std::string& what) {
+  std::istringstream lines(out);
+  std::string line;
+  size_t row = 0;
+  while (std::getline(lines, line)) {
+    ASSERT_LT(row, n) << what;
+    const int64_t* w = &want[row * 9];
+    if (w[0] == 0) {
+      EXPECT_EQ(line.rfind("{\"text\":" + std::to_string(w[1]) + ",", 0), 0u) << what << " row " << row << ": " << line;
+    } else {
+      std::string expect = "{\"audio\":[";
+      for (int k = 0; k < 8; ++k) expect += (k ? "," : "") + std::to_string(w[1 + k]);
+      EXPECT_EQ(line, expect + "]}") << what << " row " << row;
+    }
+    ++row;
+  }
+  EXPECT_EQ(row, n) << what;
+}
+
+// `lfmvox generate` with an {"audio": file} segment reproduces gen/interleaved
+// and gen/sequential (tests/data/lfm25_tiny/traces/gen__*.npy).
+TEST(Cli, GenerateWithAudioSegment) {
+  const std::vector<int64_t> text = testing::LoadTrace("lfm25_tiny/traces/prefill__text_ids.npy").ToInt64();
+  std::string pre, post;
+  for (size_t i = 0; i < text.size(); ++i) (i < 13 ? pre : post) += (i == 0 || i == 13 ? "" : ", ") + std::to_string(text[i]);
+  const std::string prompt = ::testing::TempDir() + "/prompt_audio.json";
+  std::ofstream(prompt) << "[{\"ids\": [" << pre << "]}, {\"audio\": \"" << testing::DataPath("inputs/synthetic_16k.wav")
+                        << "\"}, {\"ids\": [" << post << "]}]";
+  for (const std::string mode : {"interleaved", "sequential"}) {
+    const CliRun r = Cli("generate --model " + testing::DataPath("lfm25_tiny") + " --prompt " + prompt +
+                         " --mode " + mode + " --max-new 16 --quiet");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    ExpectRows(r.out, testing::LoadTrace("lfm25_tiny/traces/gen__" + mode + ".npy").ToInt64(), 16, mode);
+  }
+}
+
 TEST(Cli, TtsRejectsUnknownVoiceAndBadPrompt) {
   const CliRun voice = Cli("tts --model " + testing::DataPath("lfm25_tiny") + " --voice robot hello -o " +
                            ::testing::TempDir() + "/v.wav");

@@ -7,6 +7,7 @@
 // tokenizer.json (tests/data/tokenizer) only for the special-token names.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <vector>
@@ -189,6 +190,51 @@ TEST_P(Generation, AudioPromptSequentialAndInterleaved) {
       EXPECT_EQ(sink.rows[i], row) << trace << " item " << i;
     }
   }
+}
+
+}  // namespace
+}  // namespace lfmvox
+
+namespace lfmvox {
+namespace {
+
+// A model directory missing a file or a tensor is an error that names it.
+TEST(ModelLoad, MissingFilesAndTensorsAreNamed) {
+  namespace fs = std::filesystem;
+  const std::string dir = ::testing::TempDir() + "/lfm25_partial";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string src = testing::DataPath("lfm25_tiny");
+  fs::copy_file(src + "/config.json", dir + "/config.json");
+  auto no_weights = Lfm25AudioModel::Load(dir, {.load_detokenizer = false});
+  ASSERT_FALSE(no_weights.ok());
+  EXPECT_NE(no_weights.status().message().find("model.safetensors"), std::string::npos)
+      << no_weights.status().message();
+  fs::copy_file(src + "/model.safetensors", dir + "/model.safetensors");
+  auto no_tokenizer = Lfm25AudioModel::Load(dir, {.load_detokenizer = false});
+  ASSERT_FALSE(no_tokenizer.ok());
+  EXPECT_NE(no_tokenizer.status().message().find("tokenizer.json"), std::string::npos)
+      << no_tokenizer.status().message();
+  fs::copy_file(testing::DataPath("tokenizer/tokenizer.json"), dir + "/tokenizer.json");
+  EXPECT_TRUE(Lfm25AudioModel::Load(dir, {.load_detokenizer = false}).ok());
+  auto no_detok = Lfm25AudioModel::Load(dir);
+  ASSERT_FALSE(no_detok.ok());
+  EXPECT_NE(no_detok.status().message().find("audio_detokenizer/"), std::string::npos) << no_detok.status().message();
+  // A tensor missing from the weights.
+  auto ck = Checkpoint::Open(src + "/model.safetensors");
+  ASSERT_TRUE(ck.ok());
+  std::vector<TensorToWrite> ts;
+  for (const std::string& n : ck->Names()) {
+    if (n == "lfm.layers.3.feed_forward.w2.weight") continue;
+    TensorView v = *ck->Get(n);
+    ts.push_back({n, v.dtype, std::vector<int64_t>(v.shape.dim.begin(), v.shape.dim.begin() + v.shape.rank), v.data,
+                  v.bytes()});
+  }
+  ASSERT_TRUE(WriteSafetensors(dir + "/model.safetensors", ts).ok());
+  auto missing = Lfm25AudioModel::Load(dir, {.load_detokenizer = false});
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("lfm.layers.3.feed_forward.w2.weight"), std::string::npos)
+      << missing.status().message();
 }
 
 }  // namespace

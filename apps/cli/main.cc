@@ -314,7 +314,7 @@ lfmvox::Status AddPrompt(lfmvox::Conversation& conv, const std::string& path) {
     const nlohmann::json& seg = j[i];
     const std::string where = path + " segment " + std::to_string(i);
     if (!seg.is_object() || seg.size() != 1) {
-      return lfmvox::InvalidArgument(where + ": each segment is an object with one key: text, ids or audio_out");
+      return lfmvox::InvalidArgument(where + ": each segment is an object with one key: text, ids, audio_out or audio");
     }
     if (auto t = seg.find("text"); t != seg.end()) {
       if (!t->is_string()) return lfmvox::InvalidArgument(where + ": \"text\" must be a string");
@@ -340,8 +340,12 @@ lfmvox::Status AddPrompt(lfmvox::Conversation& conv, const std::string& path) {
         }
       }
       LFM_RETURN_IF_ERROR(conv.AddAudioOut(v).WithContext(where));
-    } else if (seg.contains("audio")) {
-      return lfmvox::Unimplemented(where + ": audio input needs the audio encoder, which this build lacks yet");
+    } else if (auto au = seg.find("audio"); au != seg.end()) {
+      if (!au->is_string()) return lfmvox::InvalidArgument(where + ": \"audio\" must be a file name");
+      // A relative path is taken relative to the prompt file.
+      std::filesystem::path file(au->get<std::string>());
+      if (file.is_relative()) file = std::filesystem::path(path).parent_path() / file;
+      LFM_RETURN_IF_ERROR(conv.AddAudioFile(file.string()).WithContext(where));
     } else {
       return lfmvox::InvalidArgument(where + ": unknown segment key " + seg.begin().key());
     }

@@ -1,5 +1,5 @@
 // Aligned storage. Buffers are sized once (from a config) and never grow on a
-// hot path; AlignedBuffer owns one block, Arena hands out sub-blocks of one.
+// hot path.
 #pragma once
 
 #include <cstddef>
@@ -61,31 +61,6 @@ class AlignedBuffer {
  private:
   T* p_ = nullptr;
   size_t n_ = 0;
-};
-
-// A bump allocator over one aligned block. Plan the total with Reserve()
-// calls, Finalize() once, then Take() the same sequence of sizes.
-class Arena {
- public:
-  // Phase 1: record a request of n floats (or bytes / sizeof(float)).
-  template <typename T>
-  void Reserve(size_t n) { planned_ += RoundUp(n * sizeof(T), kAlign); }
-  void Finalize() { block_.Reset(planned_); used_ = 0; }
-  // Phase 2: hand out the next block; zeroed at Finalize().
-  template <typename T>
-  T* Take(size_t n) {
-    const size_t bytes = RoundUp(n * sizeof(T), kAlign);
-    if (used_ + bytes > block_.size()) return nullptr;  // a planning bug; callers check
-    T* p = reinterpret_cast<T*>(block_.data() + used_);
-    used_ += bytes;
-    return p;
-  }
-  size_t bytes() const { return block_.size(); }
-
- private:
-  AlignedBuffer<std::byte> block_;
-  size_t planned_ = 0;
-  size_t used_ = 0;
 };
 
 }  // namespace lfmvox

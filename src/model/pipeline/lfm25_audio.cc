@@ -74,7 +74,11 @@ Result<std::unique_ptr<Lfm25AudioModel>> Lfm25AudioModel::Load(const std::string
     }
   }
   if (options.load_detokenizer) {
-    LFM_ASSIGN_OR_RETURN(m->detok_, Lfm25Detokenizer::Load(dir));
+    if (!fs::is_directory(dir + "/audio_detokenizer", ec)) {
+      return NotFound(where + ": there is no audio_detokenizer/ folder (the LFM2.5 speech decoder); download the "
+                              "whole model snapshot");
+    }
+    LFM_ASSIGN_OR_RETURN(m->detok_, Lfm25Detokenizer::Load(dir + "/audio_detokenizer"));
     if (m->detok_->config().num_codebooks != m->config_.codebooks) {
       return InvalidArgument(where + ": the detokenizer's codebook count differs from the model's");
     }
