@@ -2,9 +2,9 @@
 // the real layout): prefill tokens/s, decode ms/step, depthformer ms/frame,
 // at 1 and 2 threads, each against this machine's floors.
 //   bench_lfm25 [--model DIR] [--prompt N] [--steps N] [--frames N]
-// Without --model it writes a real-size checkpoint (2.6 GB) to a temp folder
-// once (tokenizer: tests/data/tokenizer/tokenizer.json, only for the names of
-// the special tokens).
+// Without --model it writes a real-size checkpoint to a temp folder once
+// (tokenizer: tests/data/tokenizer/tokenizer.json, only for the names of the
+// special tokens).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -36,17 +36,10 @@ int main(int argc, char** argv) {
     else if (k == "--frames") frames = std::max(1, std::atoi(argv[i + 1]));
   }
   if (dir.empty()) {
-    dir = (std::filesystem::temp_directory_path() / "lfmvox_bench_lfm25").string();
-    if (!std::filesystem::exists(dir + "/model.safetensors")) {
-      std::printf("writing a random real-size LFM2.5-Audio checkpoint to %s ...\n", dir.c_str());
-      tools::DetokenizerShape detok;
-      Status s = tools::WriteRandomLfm25Audio(dir, tools::Lfm25AudioShape{});
-      if (s.ok()) s = tools::WriteRandomDetokenizer(dir, detok);
-      std::error_code ec;
-      std::filesystem::copy_file(std::string(LFMVOX_SOURCE_DIR) + "/tests/data/tokenizer/tokenizer.json",
-                                 dir + "/tokenizer.json", std::filesystem::copy_options::overwrite_existing, ec);
-      if (!s.ok() || ec) { std::fprintf(stderr, "%s %s\n", s.ToString().c_str(), ec.message().c_str()); return 1; }
-    }
+    dir = (std::filesystem::temp_directory_path() / "lfmvox_bench_real").string();
+    std::printf("using a random real-size LFM2.5-Audio checkpoint in %s (written once, 2.9 GB)\n", dir.c_str());
+    Status s = tools::EnsureRealSizeModel(dir, std::string(LFMVOX_SOURCE_DIR) + "/tests/data/tokenizer/tokenizer.json");
+    if (!s.ok()) { std::fprintf(stderr, "%s\n", s.ToString().c_str()); return 1; }
   }
   auto model = Lfm25AudioModel::Load(dir, {.load_detokenizer = false});
   if (!model.ok()) { std::fprintf(stderr, "%s\n", model.status().ToString().c_str()); return 1; }

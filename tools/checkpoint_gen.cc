@@ -135,6 +135,18 @@ Status WriteRandomDetokenizer(const std::string& dir, const DetokenizerShape& s)
   return WriteSafetensors(out + "/model.safetensors", b.tensors);
 }
 
+Status EnsureRealSizeModel(const std::string& dir, const std::string& tokenizer) {
+  const std::string done = dir + "/.complete";
+  if (std::filesystem::exists(done)) return Status::Ok();
+  LFM_RETURN_IF_ERROR(WriteRandomLfm25Audio(dir, Lfm25AudioShape{}));
+  LFM_RETURN_IF_ERROR(WriteRandomDetokenizer(dir, DetokenizerShape{}));
+  std::error_code ec;
+  std::filesystem::copy_file(tokenizer, dir + "/tokenizer.json", std::filesystem::copy_options::overwrite_existing, ec);
+  if (ec) return IoError("cannot copy " + tokenizer + ": " + ec.message());
+  std::ofstream(done) << "written by lfmvox tools::EnsureRealSizeModel\n";
+  return Status::Ok();
+}
+
 Lfm25AudioShape Lfm25AudioShape::Demo() {
   Lfm25AudioShape s;
   s.hidden = 256;

@@ -62,4 +62,8 @@ struct Lfm25AudioShape {
 // the recipe's standard deviations, which keeps multi-gigabyte generation fast.
 Status WriteRandomLfm25Audio(const std::string& dir, const Lfm25AudioShape& shape);
 
+// The benchmarks' model: a real-size LFM2.5-Audio snapshot (main model,
+// detokenizer, `tokenizer` copied in) in `dir`, written once and reused.
+Status EnsureRealSizeModel(const std::string& dir, const std::string& tokenizer);
+
 }  // namespace lfmvox::tools
