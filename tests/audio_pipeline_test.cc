@@ -16,6 +16,7 @@
 #include "io/audio_file.h"
 #include "model/pipeline/lfm25_audio.h"
 #include "threading/thread_team.h"
+#include "pipeline_util.h"
 #include "trace_util.h"
 
 namespace lfmvox {
@@ -25,17 +26,9 @@ using testing::CollectingSink;
 using testing::Compare;
 using testing::Diff;
 using testing::LoadTrace;
+using testing::RowSink;
 
-const Lfm25AudioModel& Model(const std::string& name) {
-  static std::map<std::string, std::unique_ptr<Lfm25AudioModel>> cache;
-  auto& m = cache[name];
-  if (!m) {
-    auto r = Lfm25AudioModel::Load(testing::DataPath(name));
-    EXPECT_TRUE(r.ok()) << r.status().ToString();
-    m = std::move(r).value();
-  }
-  return *m;
-}
+const Lfm25AudioModel& Model(const std::string& name) { return testing::OracleModel(name, true); }
 
 void Expect(const std::string& what, const std::vector<float>& port, const std::vector<float>& ref, double tol) {
   ASSERT_EQ(port.size(), ref.size()) << what;
@@ -43,20 +36,6 @@ void Expect(const std::string& what, const std::vector<float>& port, const std::
   EXPECT_LE(d.rel(), tol) << what << ": max abs " << d.max_abs << " scale " << d.scale;
 }
 
-class RowSink : public GenerationSink {
- public:
-  Status OnText(int32_t id) override {
-    rows.push_back({0, id, -1, -1, -1, -1, -1, -1, -1});
-    return Status::Ok();
-  }
-  Status OnAudioFrame(std::span<const int32_t> codes, bool) override {
-    std::vector<int64_t> r{1};
-    r.insert(r.end(), codes.begin(), codes.end());
-    rows.push_back(r);
-    return Status::Ok();
-  }
-  std::vector<std::vector<int64_t>> rows;
-};
 
 // The oracle prompt: text ids and one audio clip in the order of modality_flag.
 void AppendPrompt(Lfm25Session& s, const std::string& group, const std::string& case_name, const std::string& wav,

@@ -14,39 +14,18 @@
 
 #include "model/pipeline/lfm25_audio.h"
 #include "threading/thread_team.h"
+#include "pipeline_util.h"
 #include "trace_util.h"
 
 namespace lfmvox {
 namespace {
 
 using testing::LoadTrace;
+using testing::RowSink;
 
 // Records items as rows of the trace format: [0, id, -1×7] or [1, c0..c7].
-class RowSink : public GenerationSink {
- public:
-  Status OnText(int32_t id) override {
-    rows.push_back({0, id, -1, -1, -1, -1, -1, -1, -1});
-    return Status::Ok();
-  }
-  Status OnAudioFrame(std::span<const int32_t> codes, bool) override {
-    std::vector<int64_t> r{1};
-    r.insert(r.end(), codes.begin(), codes.end());
-    rows.push_back(r);
-    return Status::Ok();
-  }
-  std::vector<std::vector<int64_t>> rows;
-};
 
-const Lfm25AudioModel& Model(const std::string& name) {
-  static std::map<std::string, std::unique_ptr<Lfm25AudioModel>> cache;
-  auto& m = cache[name];
-  if (!m) {
-    auto r = Lfm25AudioModel::Load(testing::DataPath(name), {.load_detokenizer = false});
-    EXPECT_TRUE(r.ok()) << r.status().ToString();
-    m = std::move(r).value();
-  }
-  return *m;
-}
+const Lfm25AudioModel& Model(const std::string& name) { return testing::OracleModel(name, false); }
 
 std::vector<int32_t> Ids(const std::string& trace) {
   std::vector<int32_t> out;

@@ -115,6 +115,16 @@ bool ParseArgs(int argc, char** argv, int first, const std::vector<std::string>&
   return true;
 }
 
+// --pcm s16|f32 (default s16); returns a usage error's exit code, or 0.
+int PcmArg(const Args& args, lfmvox::PcmFormat* format) {
+  *format = lfmvox::PcmFormat::kS16;
+  if (const std::string* p = args.Get("pcm")) {
+    if (*p == "f32") *format = lfmvox::PcmFormat::kF32;
+    else if (*p != "s16") return UsageError("--pcm takes s16 or f32, not " + *p);
+  }
+  return 0;
+}
+
 bool ParseInt(const std::string& s, int lo, int hi, int* out) {
   char* end = nullptr;
   errno = 0;
@@ -135,12 +145,8 @@ int Detokenize(int argc, char** argv) {
   const std::string* codes_path = args.Get("codes");
   const std::string* output = args.Get("output");
   if (!model_dir || !codes_path || !output) return UsageError("detokenize needs --model, --codes and -o");
-  lfmvox::PcmFormat format = lfmvox::PcmFormat::kS16;
-  if (const std::string* p = args.Get("pcm")) {
-    if (*p == "s16") format = lfmvox::PcmFormat::kS16;
-    else if (*p == "f32") format = lfmvox::PcmFormat::kF32;
-    else return UsageError("--pcm takes s16 or f32, not " + *p);
-  }
+  lfmvox::PcmFormat format;
+  if (int rc = PcmArg(args, &format)) return rc;
   int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   if (const std::string* t = args.Get("threads")) {
     if (!ParseInt(*t, 1, 256, &threads)) return UsageError("--threads takes an integer in [1, 256]");
@@ -276,11 +282,8 @@ int Tts(int argc, char** argv) {
   if (!model_dir || !output || args.positional.size() != 1) {
     return UsageError("tts needs --model, -o and the text as one argument");
   }
-  lfmvox::PcmFormat format = lfmvox::PcmFormat::kS16;
-  if (const std::string* p = args.Get("pcm")) {
-    if (*p == "f32") format = lfmvox::PcmFormat::kF32;
-    else if (*p != "s16") return UsageError("--pcm takes s16 or f32, not " + *p);
-  }
+  lfmvox::PcmFormat format;
+  if (int rc = PcmArg(args, &format)) return rc;
   lfmvox::GenerateOptions o;
   o.mode = lfmvox::GenerationMode::kSequential;
   o.max_new_tokens = 1024;
@@ -381,11 +384,8 @@ int Generate(int argc, char** argv) {
   if (const std::string* v = args.Get("context"); v && !ParseInt(*v, 1, 1 << 20, &context)) {
     return UsageError("--context takes a positive integer");
   }
-  lfmvox::PcmFormat format = lfmvox::PcmFormat::kS16;
-  if (const std::string* p = args.Get("pcm")) {
-    if (*p == "f32") format = lfmvox::PcmFormat::kF32;
-    else if (*p != "s16") return UsageError("--pcm takes s16 or f32, not " + *p);
-  }
+  lfmvox::PcmFormat format;
+  if (int rc = PcmArg(args, &format)) return rc;
   const std::string* output = args.Get("output");
   if (output && *output == "-") return UsageError("generate prints items on stdout; write speech to a file");
 
@@ -472,11 +472,8 @@ int Chat(int argc, char** argv) {
   if (const std::string* v = args.Get("context"); v && !ParseInt(*v, 16, 1 << 20, &context)) {
     return UsageError("--context takes an integer >= 16");
   }
-  lfmvox::PcmFormat format = lfmvox::PcmFormat::kS16;
-  if (const std::string* p = args.Get("pcm")) {
-    if (*p == "f32") format = lfmvox::PcmFormat::kF32;
-    else if (*p != "s16") return UsageError("--pcm takes s16 or f32, not " + *p);
-  }
+  lfmvox::PcmFormat format;
+  if (int rc = PcmArg(args, &format)) return rc;
   const std::string system = args.Get("system") ? *args.Get("system") : "Respond with interleaved text and audio.";
 
   auto model = lfmvox::AudioModel::Load(*model_dir);

@@ -15,7 +15,7 @@ Status ErrnoStatus(const std::string& what, const std::string& path, int err) {
   return IoError(std::move(message));
 }
 
-Result<std::string> ReadFileToString(const std::string& path, uint64_t max_bytes) {
+Result<OpenedFile> OpenRegularFile(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return ErrnoStatus("cannot open", path, errno);
   struct stat st;
@@ -28,13 +28,19 @@ Result<std::string> ReadFileToString(const std::string& path, uint64_t max_bytes
     ::close(fd);
     return InvalidArgument(path + " is not a regular file");
   }
-  if (static_cast<uint64_t>(st.st_size) > max_bytes) {
+  return OpenedFile{fd, static_cast<uint64_t>(st.st_size)};
+}
+
+Result<std::string> ReadFileToString(const std::string& path, uint64_t max_bytes) {
+  LFM_ASSIGN_OR_RETURN(const OpenedFile of, OpenRegularFile(path));
+  const int fd = of.fd;
+  if (of.size > max_bytes) {
     ::close(fd);
-    return OutOfRange(StrFormat("%s is %lld bytes, more than the %llu this reader accepts", path.c_str(),
-                                static_cast<long long>(st.st_size),
+    return OutOfRange(StrFormat("%s is %llu bytes, more than the %llu this reader accepts", path.c_str(),
+                                static_cast<unsigned long long>(of.size),
                                 static_cast<unsigned long long>(max_bytes)));
   }
-  std::string data(static_cast<size_t>(st.st_size), '\0');
+  std::string data(static_cast<size_t>(of.size), '\0');
   size_t done = 0;
   while (done < data.size()) {
     const ssize_t n = ::read(fd, data.data() + done, data.size() - done);

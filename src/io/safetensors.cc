@@ -211,19 +211,9 @@ Status SafetensorsFile::Init(const void* base, size_t size) {
 Result<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(const std::string& path) {
   std::unique_ptr<SafetensorsFile> f(new SafetensorsFile());
   f->path_ = path;
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return ErrnoStatus("cannot open", path, errno);
-  struct stat st;
-  if (::fstat(fd, &st) != 0) {
-    const int err = errno;
-    ::close(fd);
-    return ErrnoStatus("cannot stat", path, err);
-  }
-  if (!S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return InvalidArgument(path + " is not a regular file");
-  }
-  const size_t size = static_cast<size_t>(st.st_size);
+  LFM_ASSIGN_OR_RETURN(const OpenedFile of, OpenRegularFile(path));
+  const int fd = of.fd;
+  const size_t size = static_cast<size_t>(of.size);
   if (size > 0) {  // mmap refuses length 0; the parser reports the empty file
     void* p = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
     if (p == MAP_FAILED) {

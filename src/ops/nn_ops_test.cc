@@ -20,6 +20,7 @@
 
 #include "base/aligned.h"
 #include "ops/ops.h"
+#include "ops/ops_test_util.h"
 
 namespace lfmvox::ops {
 namespace {
@@ -34,51 +35,10 @@ std::vector<size_t> Sizes() {
   return s;
 }
 
-// Runs body() once per compiled target this CPU supports, dispatch forced to it.
-template <class F>
-void ForEachTarget(F body) {
-  const std::vector<int64_t> targets = hwy::SupportedAndGeneratedTargets();
-  ASSERT_FALSE(targets.empty());
-  for (int64_t t : targets) {
-    hwy::SetSupportedTargetsForTest(t);
-    SCOPED_TRACE(std::string("target ") + hwy::TargetName(t));
-    ASSERT_STREQ(ChosenTarget(), hwy::TargetName(t));
-    body();
-  }
-  hwy::SetSupportedTargetsForTest(0);
-}
-
-// n floats starting `off` elements past a 64-byte boundary.
-struct Buf {
-  Buf(size_t n, size_t off) : mem(n + off + 16), p(mem.data() + off), n(n) {}
-  float* begin() { return p; }
-  float* end() { return p + n; }
-  float& operator[](size_t i) { return p[i]; }
-  AlignedBuffer<float> mem;
-  float* p;
-  size_t n;
-};
-
-class Rng {
- public:
-  explicit Rng(uint32_t seed) : g_(seed) {}
-  float Normal(float sd = 1.0f) { return std::normal_distribution<float>(0.0f, sd)(g_); }
-  float SmallInt(int lim = 4) {
-    return static_cast<float>(std::uniform_int_distribution<int>(-lim, lim)(g_));
-  }
-  void FillNormal(float* b, float* e, float sd = 1.0f) {
-    for (; b != e; ++b) *b = Normal(sd);
-  }
-  void FillInt(float* b, float* e) {
-    for (; b != e; ++b) *b = SmallInt();
-  }
-  void Fill(float* b, float* e, bool integers) { integers ? FillInt(b, e) : FillNormal(b, e); }
-
- private:
-  std::mt19937 g_;
-};
-
-bool SameBits(float a, float b) { return std::memcmp(&a, &b, sizeof(float)) == 0; }
+using Buf = testing::Buf<float>;
+using testing::ForEachTarget;
+using testing::Rng;
+using testing::SameBits;
 
 // ---------------------------------------------------------------------------
 // LayerNorm
