@@ -11,12 +11,15 @@
 // L3) that every call streams its weights from DRAM, as a model whose layers
 // do not fit the cache does; "hot" reuses one copy, resident in L2/L3.
 //
-// Usage: bench_ops [min_seconds_per_case, default 0.3]
+// Usage: bench_ops [min_seconds_per_case, default 0.3] [small]
+// "small" runs only the small-m cold cases on one thread (m = 1..8, the
+// detokenizer's shapes), for tuning the small-m kernel.
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <string_view>
 #include <vector>
 
 #include "base/aligned.h"
@@ -100,6 +103,13 @@ int Main(int argc, char** argv) {
   const double min_seconds = argc > 1 ? std::atof(argv[1]) : 0.3;
   std::printf("ops target: %s\n", ops::ChosenTarget());
   const Case cases[] = {{2304, 512}, {512, 2304}, {8192, 2048}, {2048, 8192}};
+  if (argc > 2 && std::string_view(argv[2]) == "small") {
+    ThreadTeam team(1);
+    for (const Case& c : {cases[0], cases[1], cases[2]}) {
+      for (size_t m : {1, 2, 3, 4, 6, 8}) RunCase(team, DType::kBF16, c, m, /*cold=*/true, min_seconds);
+    }
+    return 0;
+  }
   for (int threads : {1, 2}) {
     ThreadTeam team(threads);
     for (const Case& c : cases) {
