@@ -40,25 +40,9 @@ void Expect(const std::string& what, const std::vector<float>& port, const std::
 // The oracle prompt: text ids and one audio clip in the order of modality_flag.
 void AppendPrompt(Lfm25Session& s, const std::string& group, const std::string& case_name, const std::string& wav,
                   ThreadTeam& team, TraceSink* sink) {
-  const std::vector<int64_t> text = LoadTrace(case_name + "/traces/" + group + "__text_ids.npy").ToInt64();
-  const std::vector<int64_t> flags = LoadTrace(case_name + "/traces/" + group + "__modality_flag.npy").ToInt64();
   auto audio = ReadAudioFile(testing::DataPath("inputs/" + wav));
   ASSERT_TRUE(audio.ok()) << audio.status().ToString();
-  size_t ti = 0;
-  for (size_t p = 0; p < flags.size();) {
-    size_t q = p;
-    while (q < flags.size() && flags[q] == flags[p]) ++q;
-    if (flags[p] == 1) {
-      std::vector<int32_t> ids;
-      for (size_t i = p; i < q; ++i) ids.push_back(static_cast<int32_t>(text[ti++]));
-      ASSERT_TRUE(s.AppendTokens(ids).ok());
-    } else {
-      const size_t before = s.positions();
-      ASSERT_TRUE(s.AppendAudio(*audio, team, sink).ok());
-      ASSERT_EQ(s.positions() - before, q - p) << "audio positions";
-    }
-    p = q;
-  }
+  testing::AppendOraclePrompt(s, case_name, group, [&] { return s.AppendAudio(*audio, team, sink); });
 }
 
 class AudioPipeline : public ::testing::TestWithParam<std::string> {};

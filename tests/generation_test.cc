@@ -130,24 +130,8 @@ namespace {
 // the AUDIO_IN embeddings), greedy, max_new_tokens 16, interleave schedule
 // from config.json. Every item must match exactly.
 void AppendSyntheticPrompt(Lfm25Session& s, const std::string& c) {
-  const std::vector<int64_t> text = LoadTrace(c + "/traces/prefill__text_ids.npy").ToInt64();
-  const std::vector<int64_t> flags = LoadTrace(c + "/traces/prefill__modality_flag.npy").ToInt64();
   const std::vector<float> audio = LoadTrace(c + "/traces/adapter__out.npy").ToFloat();
-  size_t ti = 0;
-  for (size_t p = 0; p < flags.size();) {
-    size_t q = p;
-    while (q < flags.size() && flags[q] == flags[p]) ++q;
-    if (flags[p] == 1) {
-      std::vector<int32_t> ids;
-      for (size_t i = p; i < q; ++i) ids.push_back(static_cast<int32_t>(text[ti++]));
-      ASSERT_TRUE(s.AppendTokens(ids).ok());
-    } else {
-      ASSERT_EQ(flags[p], 2);
-      ASSERT_EQ(audio.size() % (q - p), 0u);
-      ASSERT_TRUE(s.AppendAudioIn(audio).ok());  // one clip: all adapter rows
-    }
-    p = q;
-  }
+  testing::AppendOraclePrompt(s, c, "prefill", [&] { return s.AppendAudioIn(audio); });  // one clip: all rows
 }
 
 TEST_P(Generation, AudioPromptSequentialAndInterleaved) {

@@ -39,4 +39,30 @@ class RowSink : public GenerationSink {
   std::vector<std::vector<int64_t>> rows;
 };
 
+// Appends an oracle prompt in the order of `<group>__modality_flag`: its text
+// ids from `<group>__text_ids`, and for each run of AUDIO_IN flags whatever
+// append_audio adds (which must be exactly that many positions).
+template <typename AppendAudio>
+void AppendOraclePrompt(Lfm25Session& s, const std::string& case_name, const std::string& group,
+                        AppendAudio append_audio) {
+  const std::vector<int64_t> text = LoadTrace(case_name + "/traces/" + group + "__text_ids.npy").ToInt64();
+  const std::vector<int64_t> flags = LoadTrace(case_name + "/traces/" + group + "__modality_flag.npy").ToInt64();
+  size_t ti = 0;
+  for (size_t p = 0; p < flags.size();) {
+    size_t q = p;
+    while (q < flags.size() && flags[q] == flags[p]) ++q;
+    if (flags[p] == 1) {
+      std::vector<int32_t> ids;
+      for (size_t i = p; i < q; ++i) ids.push_back(static_cast<int32_t>(text[ti++]));
+      ASSERT_TRUE(s.AppendTokens(ids).ok());
+    } else {
+      ASSERT_EQ(flags[p], 2);
+      const size_t before = s.positions();
+      ASSERT_TRUE(append_audio().ok());
+      ASSERT_EQ(s.positions() - before, q - p) << "audio positions";
+    }
+    p = q;
+  }
+}
+
 }  // namespace lfmvox::testing
