@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "io/safetensors.h"
-#include "model/encoder/conformer.h"
+#include "models/lfm25_audio/conformer.h"
 #include "ops/ops.h"
 #include "tensor/dtype.h"
 #include "threading/thread_team.h"

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "model/pipeline/lfm25_audio.h"
+#include "models/lfm25_audio/session.h"
 #include "ops/ops.h"
 #include "threading/thread_team.h"
 #include "tools/checkpoint_gen.h"
@@ -22,7 +22,9 @@ using namespace lfmvox;
 
 namespace {
 constexpr double kDramPerCore = 15e9, kDramBoth = 28e9, kFlopsPerCore = 198e9;
-double Now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+double Now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -30,29 +32,42 @@ int main(int argc, char** argv) {
   int prompt = 128, steps = 16, frames = 8;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i];
-    if (k == "--model") dir = argv[i + 1];
-    else if (k == "--prompt") prompt = std::max(1, std::atoi(argv[i + 1]));
-    else if (k == "--steps") steps = std::max(1, std::atoi(argv[i + 1]));
-    else if (k == "--frames") frames = std::max(1, std::atoi(argv[i + 1]));
+    if (k == "--model")
+      dir = argv[i + 1];
+    else if (k == "--prompt")
+      prompt = std::max(1, std::atoi(argv[i + 1]));
+    else if (k == "--steps")
+      steps = std::max(1, std::atoi(argv[i + 1]));
+    else if (k == "--frames")
+      frames = std::max(1, std::atoi(argv[i + 1]));
   }
   if (dir.empty()) {
     dir = (std::filesystem::temp_directory_path() / "lfmvox_bench_real").string();
-    std::printf("using a random real-size LFM2.5-Audio checkpoint in %s (written once, 2.9 GB)\n", dir.c_str());
-    Status s = tools::EnsureRealSizeModel(dir, std::string(LFMVOX_SOURCE_DIR) + "/tests/data/tokenizer/tokenizer.json");
-    if (!s.ok()) { std::fprintf(stderr, "%s\n", s.ToString().c_str()); return 1; }
+    std::printf("using a random real-size LFM2.5-Audio checkpoint in %s (written once, 2.9 GB)\n",
+                dir.c_str());
+    Status s = tools::EnsureRealSizeModel(
+        dir, std::string(LFMVOX_SOURCE_DIR) + "/tests/data/tokenizer/tokenizer.json");
+    if (!s.ok()) {
+      std::fprintf(stderr, "%s\n", s.ToString().c_str());
+      return 1;
+    }
   }
   auto model = Lfm25AudioModel::Load(dir, {.load_detokenizer = false});
-  if (!model.ok()) { std::fprintf(stderr, "%s\n", model.status().ToString().c_str()); return 1; }
+  if (!model.ok()) {
+    std::fprintf(stderr, "%s\n", model.status().ToString().c_str());
+    return 1;
+  }
   const Lfm2Backbone& bb = (*model)->backbone();
   const Lfm2Config& c = (*model)->config().lfm;
   const double stack_bytes = static_cast<double>(bb.stack().weight_bytes());
   const double step_bytes = static_cast<double>(bb.step_weight_bytes());  // stack + text head
-  const double flops_tok = stack_bytes;                                      // 2 FLOPs per bf16 weight (2 bytes)
+  const double flops_tok = stack_bytes;                                   // 2 FLOPs per bf16 weight (2 bytes)
   const double depth_bytes = static_cast<double>((*model)->depthformer().weight_bytes());
-  std::printf("backbone: hidden %d, %d layers, ffn %d, vocab %d; %.0f MB stack + %.0f MB text head per step; "
-              "depthformer %.0f MB per frame; SIMD %s\n",
-              c.hidden_size, c.num_layers, c.ffn_dim, bb.vocab(), stack_bytes / 1e6, (step_bytes - stack_bytes) / 1e6,
-              depth_bytes / 1e6, ops::ChosenTarget());
+  std::printf(
+      "backbone: hidden %d, %d layers, ffn %d, vocab %d; %.0f MB stack + %.0f MB text head per step; "
+      "depthformer %.0f MB per frame; SIMD %s\n",
+      c.hidden_size, c.num_layers, c.ffn_dim, bb.vocab(), stack_bytes / 1e6, (step_bytes - stack_bytes) / 1e6,
+      depth_bytes / 1e6, ops::ChosenTarget());
 
   std::vector<int32_t> ids(static_cast<size_t>(prompt));
   for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>(1000 + (i * 7919) % 50000);
@@ -60,11 +75,17 @@ int main(int argc, char** argv) {
     ThreadTeam team(threads);
     const double bw = threads == 1 ? kDramPerCore : kDramBoth;
     auto s = Lfm25Session::Create(**model, {.threads = threads, .context = 1024, .prefill_chunk = 128});
-    if (!s.ok()) { std::fprintf(stderr, "%s\n", s.status().ToString().c_str()); return 1; }
+    if (!s.ok()) {
+      std::fprintf(stderr, "%s\n", s.status().ToString().c_str());
+      return 1;
+    }
     // Prefill.
     (void)(*s)->AppendTokens(ids);
     double t0 = Now();
-    if (auto r = (*s)->Prefill(team); !r.ok()) { std::fprintf(stderr, "%s\n", r.status().ToString().c_str()); return 1; }
+    if (auto r = (*s)->Prefill(team); !r.ok()) {
+      std::fprintf(stderr, "%s\n", r.status().ToString().c_str());
+      return 1;
+    }
     const double prefill = Now() - t0;
     const double prefill_floor = std::max(flops_tok * prompt / (kFlopsPerCore * threads), stack_bytes / bw);
     // Decode: one token fed per step, then the text head (what a text step costs).
@@ -88,12 +109,13 @@ int main(int argc, char** argv) {
       (void)SampleAudioFrame((*model)->depthformer(), *depth, h, *sampler, rng, codes.data(), team, nullptr);
     }
     const double frame = (Now() - t0) / frames;
-    std::printf("threads %d: prefill %d tokens %.2f s = %.1f tokens/s (floor %.2f s: %.0f%%) | decode %.1f ms/step "
-                "= %.2f tokens/s, %.1f GB/s (floor %.1f ms: %.0f%%) | depthformer %.1f ms/frame, %.1f GB/s "
-                "(floor %.1f ms: %.0f%%)\n",
-                threads, prompt, prefill, prompt / prefill, prefill_floor, 100 * prefill_floor / prefill, step * 1e3,
-                1 / step, step_bytes / step / 1e9, step_bytes / bw * 1e3, 100 * step_bytes / bw / step, frame * 1e3,
-                depth_bytes / frame / 1e9, depth_bytes / bw * 1e3, 100 * depth_bytes / bw / frame);
+    std::printf(
+        "threads %d: prefill %d tokens %.2f s = %.1f tokens/s (floor %.2f s: %.0f%%) | decode %.1f ms/step "
+        "= %.2f tokens/s, %.1f GB/s (floor %.1f ms: %.0f%%) | depthformer %.1f ms/frame, %.1f GB/s "
+        "(floor %.1f ms: %.0f%%)\n",
+        threads, prompt, prefill, prompt / prefill, prefill_floor, 100 * prefill_floor / prefill, step * 1e3,
+        1 / step, step_bytes / step / 1e9, step_bytes / bw * 1e3, 100 * step_bytes / bw / step, frame * 1e3,
+        depth_bytes / frame / 1e9, depth_bytes / bw * 1e3, 100 * depth_bytes / bw / frame);
   }
   return 0;
 }

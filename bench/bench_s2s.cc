@@ -18,7 +18,9 @@
 using namespace lfmvox;
 
 namespace {
-double Now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+double Now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -26,23 +28,32 @@ int main(int argc, char** argv) {
   int max_new = 48;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i];
-    if (k == "--model") dir = argv[i + 1];
-    else if (k == "--max-new") max_new = std::max(8, std::atoi(argv[i + 1]));
+    if (k == "--model")
+      dir = argv[i + 1];
+    else if (k == "--max-new")
+      max_new = std::max(8, std::atoi(argv[i + 1]));
   }
   const std::string src = LFMVOX_SOURCE_DIR;
   if (dir.empty()) {
     dir = "/tmp/lfmvox_bench_real";
     std::printf("using a random real-size LFM2.5-Audio checkpoint in %s (written once)\n", dir.c_str());
     Status s = tools::EnsureRealSizeModel(dir, src + "/tests/data/tokenizer/tokenizer.json");
-    if (!s.ok()) { std::fprintf(stderr, "%s\n", s.ToString().c_str()); return 1; }
+    if (!s.ok()) {
+      std::fprintf(stderr, "%s\n", s.ToString().c_str());
+      return 1;
+    }
   }
   auto model = AudioModel::Load(dir);
-  if (!model.ok()) { std::fprintf(stderr, "%s\n", model.status().ToString().c_str()); return 1; }
+  if (!model.ok()) {
+    std::fprintf(stderr, "%s\n", model.status().ToString().c_str());
+    return 1;
+  }
   // A 10 s test signal at 16 kHz: a chirp with an amplitude envelope.
   std::vector<float> clip(160000);
   for (size_t i = 0; i < clip.size(); ++i) {
     const double t = static_cast<double>(i) / 16000;
-    clip[i] = static_cast<float>(0.3 * std::sin(2 * M_PI * (200 + 150 * t) * t) * (0.6 + 0.4 * std::sin(3 * t)));
+    clip[i] =
+        static_cast<float>(0.3 * std::sin(2 * M_PI * (200 + 150 * t) * t) * (0.6 + 0.4 * std::sin(3 * t)));
   }
   for (int threads : {1, 2}) {
     ConversationOptions co;
@@ -50,11 +61,17 @@ int main(int argc, char** argv) {
     co.context = 2048;
     co.seed = 1;
     auto conv = Conversation::Create(*model, co);
-    if (!conv.ok()) { std::fprintf(stderr, "%s\n", conv.status().ToString().c_str()); return 1; }
+    if (!conv.ok()) {
+      std::fprintf(stderr, "%s\n", conv.status().ToString().c_str());
+      return 1;
+    }
     Conversation& c = **conv;
     // Encoder real-time factor (front end + encoder + adapter); the positions are discarded.
     double t0 = Now();
-    if (Status s = c.AddAudio(clip, 16000); !s.ok()) { std::fprintf(stderr, "%s\n", s.ToString().c_str()); return 1; }
+    if (Status s = c.AddAudio(clip, 16000); !s.ok()) {
+      std::fprintf(stderr, "%s\n", s.ToString().c_str());
+      return 1;
+    }
     const double encode = Now() - t0;
     c.Reset();
     // The speech-to-speech prompt around the spoken question. Generate runs the prompt's
@@ -93,14 +110,18 @@ int main(int argc, char** argv) {
     t0 = Now();
     auto r = c.Generate(o, cb);
     const double total = Now() - t0;
-    if (!r.ok()) { std::fprintf(stderr, "%s\n", r.status().ToString().c_str()); return 1; }
+    if (!r.ok()) {
+      std::fprintf(stderr, "%s\n", r.status().ToString().c_str());
+      return 1;
+    }
     const double audio_s = static_cast<double>(samples) / (*model)->sample_rate();
-    std::printf("threads %d: encoder 10 s clip in %.3f s (RTF %.3f) | question 4.9 s encoded in %.3f s, prefill + "
-                "first item %.2f s | first audio sample after %.2f s | answer: %d text + %d frames, %.2f s of "
-                "speech in %.2f s (RTF %.2f, %s real time)\n",
-                threads, encode, encode / 10.0, question_encode, first_item - t0,
-                samples ? first_audio - t0 : NAN, r->text_tokens, r->audio_frames, audio_s, total,
-                audio_s > 0 ? total / audio_s : NAN, audio_s >= total ? "faster than" : "slower than");
+    std::printf(
+        "threads %d: encoder 10 s clip in %.3f s (RTF %.3f) | question 4.9 s encoded in %.3f s, prefill + "
+        "first item %.2f s | first audio sample after %.2f s | answer: %d text + %d frames, %.2f s of "
+        "speech in %.2f s (RTF %.2f, %s real time)\n",
+        threads, encode, encode / 10.0, question_encode, first_item - t0, samples ? first_audio - t0 : NAN,
+        r->text_tokens, r->audio_frames, audio_s, total, audio_s > 0 ? total / audio_s : NAN,
+        audio_s >= total ? "faster than" : "slower than");
   }
   return 0;
 }

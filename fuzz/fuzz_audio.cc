@@ -8,7 +8,7 @@
 #include <string_view>
 
 #include "io/audio_file.h"
-#include "model/features/log_mel.h"
+#include "models/lfm25_audio/log_mel.h"
 
 namespace {
 

@@ -11,6 +11,7 @@ PACKAGES=(
   libsndfile1-dev                       # audio files: WAV out now; WAV/FLAC/Ogg/MP3 in (LGPL-2.1, dynamic)
   libgtest-dev                          # GoogleTest: unit, parity and streaming tests
   clang libclang-rt-14-dev              # libFuzzer and sanitizers for the parser fuzz targets
+  clang-format                          # the checked-in .clang-format, enforced by scripts/test.sh
   libkissfft-dev                        # only a yardstick in bench_fft, which picks our own FFT (BSD-3)
   libpcre2-dev                          # PCRE2: Unicode-property regex, tokenizer pre-tokenizer (BSD-3)
 )

@@ -8,7 +8,7 @@
 #include <new>
 #include <vector>
 
-#include "model/codec/lfm25_detokenizer.h"
+#include "models/lfm25_audio/detokenizer.h"
 #include "threading/thread_team.h"
 #include "trace_util.h"
 
@@ -24,7 +24,10 @@ void* operator new(std::size_t n) {
 void* operator new[](std::size_t n) { return operator new(n); }
 void* operator new(std::size_t n, std::align_val_t a) {
   g_allocations.fetch_add(1, std::memory_order_relaxed);
-  if (void* p = std::aligned_alloc(static_cast<size_t>(a), (n + static_cast<size_t>(a) - 1) / static_cast<size_t>(a) * static_cast<size_t>(a))) return p;
+  if (void* p =
+          std::aligned_alloc(static_cast<size_t>(a), (n + static_cast<size_t>(a) - 1) /
+                                                         static_cast<size_t>(a) * static_cast<size_t>(a)))
+    return p;
   throw std::bad_alloc();
 }
 void operator delete(void* p) noexcept { std::free(p); }

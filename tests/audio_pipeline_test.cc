@@ -14,9 +14,9 @@
 #include <vector>
 
 #include "io/audio_file.h"
-#include "model/pipeline/lfm25_audio.h"
-#include "threading/thread_team.h"
+#include "models/lfm25_audio/session.h"
 #include "pipeline_util.h"
+#include "threading/thread_team.h"
 #include "trace_util.h"
 
 namespace lfmvox {
@@ -30,16 +30,16 @@ using testing::RowSink;
 
 const Lfm25AudioModel& Model(const std::string& name) { return testing::OracleModel(name, true); }
 
-void Expect(const std::string& what, const std::vector<float>& port, const std::vector<float>& ref, double tol) {
+void Expect(const std::string& what, const std::vector<float>& port, const std::vector<float>& ref,
+            double tol) {
   ASSERT_EQ(port.size(), ref.size()) << what;
   const Diff d = Compare(port.data(), ref);
   EXPECT_LE(d.rel(), tol) << what << ": max abs " << d.max_abs << " scale " << d.scale;
 }
 
-
 // The oracle prompt: text ids and one audio clip in the order of modality_flag.
-void AppendPrompt(Lfm25Session& s, const std::string& group, const std::string& case_name, const std::string& wav,
-                  ThreadTeam& team, TraceSink* sink) {
+void AppendPrompt(Lfm25Session& s, const std::string& group, const std::string& case_name,
+                  const std::string& wav, ThreadTeam& team, TraceSink* sink) {
   auto audio = ReadAudioFile(testing::DataPath("inputs/" + wav));
   ASSERT_TRUE(audio.ok()) << audio.status().ToString();
   testing::AppendOraclePrompt(s, case_name, group, [&] { return s.AppendAudio(*audio, team, sink); });
@@ -50,7 +50,8 @@ class AudioPipeline : public ::testing::TestWithParam<std::string> {};
 TEST_P(AudioPipeline, SyntheticClipMatchesEveryStage) {
   const Lfm25AudioModel& m = Model(GetParam());
   ThreadTeam team(2);
-  auto s = Lfm25Session::Create(m, {.threads = 2, .context = 256, .prefill_chunk = 64, .max_clip_seconds = 10});
+  auto s =
+      Lfm25Session::Create(m, {.threads = 2, .context = 256, .prefill_chunk = 64, .max_clip_seconds = 10});
   ASSERT_TRUE(s.ok()) << s.status().ToString();
   CollectingSink sink;
   AppendPrompt(**s, "prefill", GetParam(), "synthetic_16k.wav", team, &sink);
@@ -59,21 +60,25 @@ TEST_P(AudioPipeline, SyntheticClipMatchesEveryStage) {
   Expect("adapter/out", sink.tensors["adapter_out"], LoadTrace(t + "adapter__out.npy").ToFloat(), 5e-5);
   ASSERT_TRUE((*s)->Prefill(team, &sink).ok());
   Expect("prefill/in_emb", sink.tensors["in_emb"], LoadTrace(t + "prefill__in_emb.npy").ToFloat(), 1e-4);
-  Expect("prefill/last_hidden", sink.tensors["last_hidden"], LoadTrace(t + "prefill__last_hidden.npy").ToFloat(), 1e-4);
+  Expect("prefill/last_hidden", sink.tensors["last_hidden"],
+         LoadTrace(t + "prefill__last_hidden.npy").ToFloat(), 1e-4);
 }
 
 TEST_P(AudioPipeline, SpeechFileMatchesPrefill) {
   const Lfm25AudioModel& m = Model(GetParam());
   ThreadTeam team(1);
-  auto s = Lfm25Session::Create(m, {.threads = 1, .context = 256, .prefill_chunk = 128, .max_clip_seconds = 10});
+  auto s =
+      Lfm25Session::Create(m, {.threads = 1, .context = 256, .prefill_chunk = 128, .max_clip_seconds = 10});
   ASSERT_TRUE(s.ok());
   CollectingSink sink;
   AppendPrompt(**s, "prefill_speech", GetParam(), "question.wav", team, &sink);
   const std::string t = GetParam() + "/traces/";
   Expect("audio_speech/mel", sink.tensors["mel"], LoadTrace(t + "audio_speech__mel.npy").ToFloat(), 1e-4);
-  Expect("adapter_speech/out", sink.tensors["adapter_out"], LoadTrace(t + "adapter_speech__out.npy").ToFloat(), 5e-5);
+  Expect("adapter_speech/out", sink.tensors["adapter_out"],
+         LoadTrace(t + "adapter_speech__out.npy").ToFloat(), 5e-5);
   ASSERT_TRUE((*s)->Prefill(team, &sink).ok());
-  Expect("prefill_speech/in_emb", sink.tensors["in_emb"], LoadTrace(t + "prefill_speech__in_emb.npy").ToFloat(), 1e-4);
+  Expect("prefill_speech/in_emb", sink.tensors["in_emb"],
+         LoadTrace(t + "prefill_speech__in_emb.npy").ToFloat(), 1e-4);
   Expect("prefill_speech/last_hidden", sink.tensors["last_hidden"],
          LoadTrace(t + "prefill_speech__last_hidden.npy").ToFloat(), 1e-4);
 }
@@ -111,8 +116,9 @@ TEST_P(AudioPipeline, ConversationTurnsAndResets) {
     RowSink sink;
     auto r = s.Generate({.mode = GenerationMode::kInterleaved, .max_new_tokens = 12}, sink, team);
     EXPECT_TRUE(r.ok());
-    EXPECT_EQ(s.positions(), start + LoadTrace(GetParam() + "/traces/" + group + "__modality_flag.npy").ToInt64().size() +
-                                 sink.rows.size());
+    EXPECT_EQ(s.positions(),
+              start + LoadTrace(GetParam() + "/traces/" + group + "__modality_flag.npy").ToInt64().size() +
+                  sink.rows.size());
     return sink.rows;
   };
   auto s1 = Lfm25Session::Create(m, {.threads = 1, .context = 512, .max_clip_seconds = 10});

@@ -6,6 +6,8 @@
 // history embeddings). Tolerances from the oracle README, per tensor
 // max|port − oracle| ≤ k·max|oracle|: k = 1e-4 for prefill/tts/prefill2,
 // 5e-5 for decode.
+#include "models/lfm25_audio/backbone.h"
+
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -14,8 +16,7 @@
 #include <optional>
 #include <vector>
 
-#include "model/backbone/lfm2_backbone.h"
-#include "model/config/lfm25_audio_config.h"
+#include "models/lfm25_audio/config.h"
 #include "threading/thread_team.h"
 #include "trace_util.h"
 
@@ -80,8 +81,8 @@ void CheckForward(Case& c, const std::string& name, const std::string& group, st
   Expect(group + "/last_hidden", x.data(), LoadTrace(Trace(name, group + "__last_hidden")).ToFloat(), tol);
   std::vector<float> logits(static_cast<size_t>(c.backbone->vocab()));
   c.backbone->TextLogits(x.data() + (L - 1) * H, logits.data(), team);
-  Expect(group + "/text_logits_last", logits.data(), LoadTrace(Trace(name, group + "__text_logits_last")).ToFloat(),
-         tol);
+  Expect(group + "/text_logits_last", logits.data(),
+         LoadTrace(Trace(name, group + "__text_logits_last")).ToFloat(), tol);
   if (state_out) *state_out = std::move(st).value();
 }
 
@@ -94,7 +95,8 @@ TEST_P(Backbone, TtsPrompt) {
   const std::vector<int64_t> ids = LoadTrace(Trace(GetParam(), "tts__text_ids")).ToInt64();
   const size_t H = static_cast<size_t>(c.config.lfm.hidden_size), L = ids.size();
   std::vector<float> x(L * H);
-  for (size_t i = 0; i < L; ++i) ASSERT_TRUE(c.backbone->EmbedToken(static_cast<int32_t>(ids[i]), &x[i * H]).ok());
+  for (size_t i = 0; i < L; ++i)
+    ASSERT_TRUE(c.backbone->EmbedToken(static_cast<int32_t>(ids[i]), &x[i * H]).ok());
   Expect("tts/in_emb", x.data(), LoadTrace(Trace(GetParam(), "tts__in_emb")).ToFloat(), 0.0);
   CheckForward(c, GetParam(), "tts", x, L, 1e-4);
 }
@@ -113,7 +115,8 @@ TEST_P(Backbone, PrefillWithCaches) {
     for (size_t li = 0; li < cfg.layers.size(); ++li) {
       if (cfg.layers[li] == LayerKind::kConv) {
         // Trace: [H, K] = the last K inputs B·x; our state keeps the last K−1 rows [K−1, H].
-        const std::vector<float> ref = LoadTrace(Trace(GetParam(), group + "__cache_conv" + std::to_string(li))).ToFloat();
+        const std::vector<float> ref =
+            LoadTrace(Trace(GetParam(), group + "__cache_conv" + std::to_string(li))).ToFloat();
         std::vector<float> want((K - 1) * H), port((K - 1) * H);
         for (size_t ch = 0; ch < H; ++ch)
           for (size_t j = 0; j + 1 < K; ++j) want[j * H + ch] = ref[ch * K + 1 + j];
@@ -164,8 +167,8 @@ TEST_P(Backbone, CachedDecodeSteps) {
   auto fresh = Lfm2State::Create(c.backbone->stack(), L + ids.size(), 512, 1);
   ASSERT_TRUE(Lfm2Forward(c.backbone->stack(), *fresh, all.data(), L + ids.size(), team, nullptr).ok());
   Lfm2FinalNorm(c.backbone->stack(), all.data() + L * H, ids.size(), all.data() + L * H);
-  Expect("decode/uncached_hidden", all.data() + L * H, LoadTrace(Trace(GetParam(), "decode__uncached_hidden")).ToFloat(),
-         5e-5);
+  Expect("decode/uncached_hidden", all.data() + L * H,
+         LoadTrace(Trace(GetParam(), "decode__uncached_hidden")).ToFloat(), 5e-5);
 }
 
 // prefill2/: TEXT rows are embed_tokens rows; AUDIO_OUT rows the sum of the
@@ -186,13 +189,17 @@ TEST_P(Backbone, AudioOutHistory) {
   for (size_t p = 0; p < L; ++p) {
     if (flags[p] == 1) {
       ASSERT_TRUE(c.backbone->EmbedToken(static_cast<int32_t>(text[ti++]), row.data()).ok());
-      EXPECT_EQ(Compare(row.data(), {ref.begin() + static_cast<long>(p * H), ref.begin() + static_cast<long>((p + 1) * H)}).max_abs, 0.0);
+      EXPECT_EQ(Compare(row.data(), {ref.begin() + static_cast<long>(p * H),
+                                     ref.begin() + static_cast<long>((p + 1) * H)})
+                    .max_abs,
+                0.0);
     } else if (flags[p] == 3) {
       std::vector<int32_t> f(8);
       for (size_t k = 0; k < 8; ++k) f[k] = static_cast<int32_t>(codes[k * frames + ai]);
       ++ai;
       ASSERT_TRUE(c.backbone->EmbedAudioFrame(f, row.data()).ok());
-      const std::vector<float> want(ref.begin() + static_cast<long>(p * H), ref.begin() + static_cast<long>((p + 1) * H));
+      const std::vector<float> want(ref.begin() + static_cast<long>(p * H),
+                                    ref.begin() + static_cast<long>((p + 1) * H));
       Expect("prefill2/in_emb audio-out row " + std::to_string(p), row.data(), want, 1e-6);
     }
   }
@@ -202,7 +209,8 @@ TEST_P(Backbone, AudioOutHistory) {
   std::vector<float> x = ref;
   ASSERT_TRUE(Lfm2Forward(c.backbone->stack(), *st, x.data(), L, team, nullptr).ok());
   Lfm2FinalNorm(c.backbone->stack(), x.data(), L, x.data());
-  Expect("prefill2/last_hidden", x.data(), LoadTrace(Trace(GetParam(), "prefill2__last_hidden")).ToFloat(), 1e-4);
+  Expect("prefill2/last_hidden", x.data(), LoadTrace(Trace(GetParam(), "prefill2__last_hidden")).ToFloat(),
+         1e-4);
 }
 
 INSTANTIATE_TEST_SUITE_P(Oracle, Backbone, ::testing::Values("lfm25_tiny", "lfm25_small"));

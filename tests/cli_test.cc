@@ -4,14 +4,14 @@
 // input gives a clear error with a non-zero exit, never a crash.
 #include <gtest/gtest.h>
 #include <sndfile.h>
+#include <sys/wait.h>
 
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <iterator>
-#include <sys/wait.h>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -85,7 +85,11 @@ TEST(Cli, BadInputIsAClearError) {
   std::ofstream(dir + "/short.txt") << "1 2 3 4 5 6 7 8\n1 2 3\n";
   std::ofstream(dir + "/junk.txt") << "hello world\n";
   std::ofstream(dir + "/bad.safetensors") << "\xff\xff\xff\xff\xff\xff\xff\x7f{}";
-  struct Case { std::string args; int code; const char* expect; };
+  struct Case {
+    std::string args;
+    int code;
+    const char* expect;
+  };
   const std::string base = "detokenize --model " + kModel + " -o " + dir + "/x.wav --codes ";
   const Case cases[] = {
       {base + dir + "/big.txt", 1, "2048"},
@@ -121,7 +125,8 @@ TEST(Cli, GenerateReproducesTtsTrace) {
     }
     const std::string prompt = ::testing::TempDir() + "/prompt_" + c + ".json";
     std::ofstream(prompt) << "[{\"ids\": [" << ids << "]}]";
-    const CliRun r = Cli("generate --model " + testing::DataPath(c) + " --prompt " + prompt + " --max-new 24 --quiet");
+    const CliRun r =
+        Cli("generate --model " + testing::DataPath(c) + " --prompt " + prompt + " --max-new 24 --quiet");
     ASSERT_EQ(r.exit_code, 0) << r.err;
     const std::vector<int64_t> want = testing::LoadTrace(c + "/traces/tts__sequential.npy").ToInt64();
     std::istringstream lines(r.out);
@@ -155,7 +160,8 @@ void ExpectRows(const std::string& out, const std::vector<int64_t>& want, size_t
     ASSERT_LT(row, n) << what;
     const int64_t* w = &want[row * 9];
     if (w[0] == 0) {
-      EXPECT_EQ(line.rfind("{\"text\":" + std::to_string(w[1]) + ",", 0), 0u) << what << " row " << row << ": " << line;
+      EXPECT_EQ(line.rfind("{\"text\":" + std::to_string(w[1]) + ",", 0), 0u)
+          << what << " row " << row << ": " << line;
     } else {
       std::string expect = "{\"audio\":[";
       for (int k = 0; k < 8; ++k) expect += (k ? "," : "") + std::to_string(w[1 + k]);
@@ -171,10 +177,12 @@ void ExpectRows(const std::string& out, const std::vector<int64_t>& want, size_t
 TEST(Cli, GenerateWithAudioSegment) {
   const std::vector<int64_t> text = testing::LoadTrace("lfm25_tiny/traces/prefill__text_ids.npy").ToInt64();
   std::string pre, post;
-  for (size_t i = 0; i < text.size(); ++i) (i < 13 ? pre : post) += (i == 0 || i == 13 ? "" : ", ") + std::to_string(text[i]);
+  for (size_t i = 0; i < text.size(); ++i)
+    (i < 13 ? pre : post) += (i == 0 || i == 13 ? "" : ", ") + std::to_string(text[i]);
   const std::string prompt = ::testing::TempDir() + "/prompt_audio.json";
-  std::ofstream(prompt) << "[{\"ids\": [" << pre << "]}, {\"audio\": \"" << testing::DataPath("inputs/synthetic_16k.wav")
-                        << "\"}, {\"ids\": [" << post << "]}]";
+  std::ofstream(prompt) << "[{\"ids\": [" << pre << "]}, {\"audio\": \""
+                        << testing::DataPath("inputs/synthetic_16k.wav") << "\"}, {\"ids\": [" << post
+                        << "]}]";
   for (const std::string mode : {"interleaved", "sequential"}) {
     const CliRun r = Cli("generate --model " + testing::DataPath("lfm25_tiny") + " --prompt " + prompt +
                          " --mode " + mode + " --max-new 16 --quiet");
@@ -197,7 +205,8 @@ TEST(Cli, TtsRejectsUnknownVoiceAndBadPrompt) {
   EXPECT_EQ(Cli("generate --model " + testing::DataPath("lfm25_tiny") + " --prompt " + bad).exit_code, 1);
   // A prompt longer than the context.
   std::ofstream(bad) << "[{\"ids\": [1, 6, 7, 10, 6, 7, 10]}]";
-  const CliRun ctx = Cli("generate --model " + testing::DataPath("lfm25_tiny") + " --prompt " + bad + " --context 4");
+  const CliRun ctx =
+      Cli("generate --model " + testing::DataPath("lfm25_tiny") + " --prompt " + bad + " --context 4");
   EXPECT_EQ(ctx.exit_code, 1);
   EXPECT_NE(ctx.err.find("context"), std::string::npos) << ctx.err;
 }

@@ -5,7 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "model/config/lfm2_config.h"
+#include "models/lfm25_audio/lfm2_config.h"
 
 namespace lfmvox {
 namespace {
@@ -36,7 +36,8 @@ TEST(Lfm2Config, LegacyKeysAndAutoAdjustedFfn) {
 }
 
 TEST(Lfm2Config, NewKeys) {
-  auto c = Parse(R"({"hidden_size": 512, "num_hidden_layers": 3, "num_attention_heads": 16, "num_key_value_heads": 8,
+  auto c = Parse(
+      R"({"hidden_size": 512, "num_hidden_layers": 3, "num_attention_heads": 16, "num_key_value_heads": 8,
       "intermediate_size": 2304, "block_auto_adjust_ff_dim": false, "sliding_window": 30,
       "layer_types": ["conv", "sliding_attention", "full_attention"],
       "rope_parameters": {"rope_theta": 10000.0, "rope_type": "default"}})");
@@ -48,7 +49,10 @@ TEST(Lfm2Config, NewKeys) {
 }
 
 TEST(Lfm2Config, ImpossibleValuesAreClearErrors) {
-  struct Case { const char* json; const char* expect; };
+  struct Case {
+    const char* json;
+    const char* expect;
+  };
   const Case cases[] = {
       {R"({"num_hidden_layers": 1, "num_attention_heads": 4})", "hidden_size"},
       {R"({"hidden_size": 100, "num_hidden_layers": 1, "num_attention_heads": 3})", "does not divide"},
@@ -59,7 +63,8 @@ TEST(Lfm2Config, ImpossibleValuesAreClearErrors) {
       {R"({"hidden_size": 128, "num_hidden_layers": 1, "num_attention_heads": 4, "layer_types": ["mamba"]})",
        "unknown layer type"},
       {R"({"hidden_size": 128, "num_hidden_layers": 1, "num_attention_heads": 4,
-           "layer_types": ["sliding_attention"]})", "sliding_window"},
+           "layer_types": ["sliding_attention"]})",
+       "sliding_window"},
       {R"({"hidden_size": -5, "num_hidden_layers": 1, "num_attention_heads": 4})", "outside"},
       {R"({"hidden_size": "big", "num_hidden_layers": 1, "num_attention_heads": 4})", "integer"},
       {R"({"hidden_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4, "full_attn_idxs": [7]})",

@@ -11,7 +11,7 @@
 // land within a few times that, so 5e-5 is ~10× headroom. Greedy codes must
 // match exactly: the smallest top-1/top-2 gap (0.049 tiny, 0.386 small) is
 // checked to exceed 10× our largest logit error.
-#include "model/heads/depthformer.h"
+#include "models/lfm25_audio/depthformer.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -27,9 +27,10 @@
 #include <string>
 #include <vector>
 
+#include "blocks/sampling.h"
+#include "io/json_config.h"
 #include "io/safetensors.h"
-#include "model/config/lfm2_config.h"
-#include "model/pipeline/sampling.h"
+#include "models/lfm25_audio/lfm2_config.h"
 #include "threading/thread_team.h"
 #include "trace_util.h"
 
@@ -376,7 +377,8 @@ TEST(DepthformerLoad, ErrorsNameTheTensor) {
     const Status s = WriteAndLoad(dir, "lfm25_small", base, nullptr,
                                   [](nlohmann::json& j) { j["depthformer"].erase("dim"); });
     EXPECT_EQ(s.code(), StatusCode::kNotFound);
-    EXPECT_NE(s.message().find("[depthformer] lacks the required key \"dim\""), std::string::npos) << s.message();
+    EXPECT_NE(s.message().find("[depthformer] lacks the required key \"dim\""), std::string::npos)
+        << s.message();
     const Status h = WriteAndLoad(dir, "lfm25_small", base, nullptr,
                                   [](nlohmann::json& j) { j["depthformer"]["heads"] = 24; });
     EXPECT_EQ(h.code(), StatusCode::kInvalidArgument);

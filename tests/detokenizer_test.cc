@@ -4,6 +4,8 @@
 // README's (max|port − oracle| ≤ k·max|oracle|): k = 5e-5 for the stack and the
 // head, 1e-4 for the inverse-STFT frames and PCM (about 10× the observed
 // float32-vs-float64 spread of each group).
+#include "models/lfm25_audio/detokenizer.h"
+
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -14,7 +16,6 @@
 #include <vector>
 
 #include "io/safetensors.h"
-#include "model/codec/lfm25_detokenizer.h"
 #include "threading/thread_team.h"
 #include "trace_util.h"
 
@@ -51,8 +52,8 @@ std::vector<int32_t> FrameMajor(const NpyArray& a) {
 }
 
 // Decodes codes with frames_per_call frames per Decode call, then flushes.
-std::vector<float> DecodeAll(Lfm25DetokenizerSession& s, const std::vector<int32_t>& codes, size_t frames_per_call,
-                             ThreadTeam& team, TraceSink* sink = nullptr) {
+std::vector<float> DecodeAll(Lfm25DetokenizerSession& s, const std::vector<int32_t>& codes,
+                             size_t frames_per_call, ThreadTeam& team, TraceSink* sink = nullptr) {
   const size_t cb = 8, frames = codes.size() / cb, spf = 1920;
   std::vector<float> pcm(frames * spf + s.tail_samples());
   size_t n = 0;
@@ -93,11 +94,13 @@ TEST_P(DetokenizerTrace, MatchesEveryBoundary) {
     const Diff d = Compare(port.data(), ref);
     EXPECT_LE(d.rel(), tol) << trace << ": max abs " << d.max_abs << " scale " << d.scale;
     RecordProperty(trace, std::to_string(d.rel()));
-    if (std::getenv("LFMVOX_TEST_VERBOSE")) std::printf("  %-14s max abs %.3g, %.3g of scale\n", trace.c_str(), d.max_abs, d.rel());
+    if (std::getenv("LFMVOX_TEST_VERBOSE"))
+      std::printf("  %-14s max abs %.3g, %.3g of scale\n", trace.c_str(), d.max_abs, d.rel());
   };
   check("fused_emb", "fused_emb", kStackTol);
   check("upsampled", "upsampled", kStackTol);
-  for (int i = 0; i < 8; ++i) check("layer" + std::to_string(i) + "_out", "layer" + std::to_string(i) + "_out", kStackTol);
+  for (int i = 0; i < 8; ++i)
+    check("layer" + std::to_string(i) + "_out", "layer" + std::to_string(i) + "_out", kStackTol);
   check("final_norm", "final_norm", kStackTol);
   check("lin_out", "lin_out", kStackTol);
 
@@ -121,7 +124,8 @@ TEST_P(DetokenizerTrace, MatchesEveryBoundary) {
   const Diff d = Compare(pcm.data(), ref);
   EXPECT_LE(d.rel(), kPcmTol) << "pcm max abs " << d.max_abs << " scale " << d.scale;
   const double snr = SnrDb(pcm.data(), ref, 0, ref.size());
-  const double head = SnrDb(pcm.data(), ref, 0, 1920), tail = SnrDb(pcm.data(), ref, ref.size() - 1920, ref.size());
+  const double head = SnrDb(pcm.data(), ref, 0, 1920),
+               tail = SnrDb(pcm.data(), ref, ref.size() - 1920, ref.size());
   EXPECT_GE(snr, 100.0);
   EXPECT_GE(head, 100.0);
   EXPECT_GE(tail, 100.0);
@@ -187,7 +191,8 @@ TEST(Detokenizer, TurnsAThenBThenA) {
   ASSERT_EQ(pb.size(), 7680u);
   EXPECT_EQ(std::memcmp(a1.data(), a2.data(), a1.size() * 4), 0);
   for (auto [pcm, name] : {std::pair{&a1, "pcm_A1"}, {&pb, "pcm_B"}, {&a2, "pcm_A2"}}) {
-    const std::vector<float> ref = LoadTrace(std::string("lfm25_detok/traces/detok__turns__") + name + ".npy").ToFloat();
+    const std::vector<float> ref =
+        LoadTrace(std::string("lfm25_detok/traces/detok__turns__") + name + ".npy").ToFloat();
     const Diff d = Compare(pcm->data(), ref);
     EXPECT_LE(d.rel(), kPcmTol) << name;
     EXPECT_GE(SnrDb(pcm->data(), ref, 0, ref.size()), 100.0) << name;
@@ -206,7 +211,7 @@ TEST(Detokenizer, RejectsBadCodesWithoutSideEffects) {
   EXPECT_NE(r.status().message().find("codebook 3"), std::string::npos) << r.status().message();
   frame[3] = -1;
   EXPECT_FALSE((*s)->Decode(frame, out, team).ok());
-  EXPECT_FALSE((*s)->Decode(std::vector<int32_t>(7, 0), out, team).ok());  // not a whole frame
+  EXPECT_FALSE((*s)->Decode(std::vector<int32_t>(7, 0), out, team).ok());                 // not a whole frame
   EXPECT_FALSE((*s)->Decode(std::vector<int32_t>(16, 0), {out.data(), 100}, team).ok());  // no room
   EXPECT_EQ((*s)->frames_decoded(), 0u);
 }
@@ -255,12 +260,15 @@ TEST(Detokenizer, LoadErrorsNameTheProblem) {
   }
   auto truncated = Lfm25Detokenizer::Load(dir);
   EXPECT_FALSE(truncated.ok());
-  std::ofstream(dir + "/config.json") << R"({"hidden_size": 512, "num_hidden_layers": 2, "num_attention_heads": 3,
+  std::ofstream(dir + "/config.json")
+      << R"({"hidden_size": 512, "num_hidden_layers": 2, "num_attention_heads": 3,
       "layer_types": ["conv", "conv"]})";
   auto bad_heads = Lfm25Detokenizer::Load(dir);
   ASSERT_FALSE(bad_heads.ok());
-  EXPECT_NE(bad_heads.status().message().find("does not divide"), std::string::npos) << bad_heads.status().message();
-  std::ofstream(dir + "/config.json") << R"({"hidden_size": 512, "num_hidden_layers": 1, "num_attention_heads": 16,
+  EXPECT_NE(bad_heads.status().message().find("does not divide"), std::string::npos)
+      << bad_heads.status().message();
+  std::ofstream(dir + "/config.json")
+      << R"({"hidden_size": 512, "num_hidden_layers": 1, "num_attention_heads": 16,
       "layer_types": ["mamba"]})";
   auto bad_kind = Lfm25Detokenizer::Load(dir);
   ASSERT_FALSE(bad_kind.ok());

@@ -19,8 +19,9 @@
 #include <string>
 #include <vector>
 
-#include "model/config/lfm2_config.h"
-#include "model/encoder/conformer.h"
+#include "io/json_config.h"
+#include "models/lfm25_audio/conformer.h"
+#include "models/lfm25_audio/lfm2_config.h"
 #include "threading/thread_team.h"
 #include "trace_util.h"
 

@@ -12,9 +12,9 @@
 #include <memory>
 #include <vector>
 
-#include "model/pipeline/lfm25_audio.h"
-#include "threading/thread_team.h"
+#include "models/lfm25_audio/session.h"
 #include "pipeline_util.h"
+#include "threading/thread_team.h"
 #include "trace_util.h"
 
 namespace lfmvox {
@@ -49,7 +49,8 @@ TEST_P(Generation, TtsSequentialGreedyMatchesTrace) {
     ASSERT_TRUE(r.ok()) << r.status().ToString();
     ASSERT_EQ(sink.rows.size(), 24u);
     for (size_t i = 0; i < 24; ++i) {
-      const std::vector<int64_t> row(w.begin() + static_cast<long>(i * 9), w.begin() + static_cast<long>(i * 9 + 9));
+      const std::vector<int64_t> row(w.begin() + static_cast<long>(i * 9),
+                                     w.begin() + static_cast<long>(i * 9 + 9));
       EXPECT_EQ(sink.rows[i], row) << "item " << i << " threads " << threads;
     }
     EXPECT_FALSE(r->ended);
@@ -143,13 +144,15 @@ TEST_P(Generation, AudioPromptSequentialAndInterleaved) {
     auto s = Lfm25Session::Create(m, {.threads = 2, .context = 256, .prefill_chunk = 8});
     ASSERT_TRUE(s.ok());
     AppendSyntheticPrompt(**s, GetParam());
-    ASSERT_EQ((*s)->positions(), LoadTrace(GetParam() + "/traces/prefill__modality_flag.npy").ToInt64().size());
+    ASSERT_EQ((*s)->positions(),
+              LoadTrace(GetParam() + "/traces/prefill__modality_flag.npy").ToInt64().size());
     RowSink sink;
     auto r = (*s)->Generate({.mode = mode, .max_new_tokens = 16}, sink, team);
     ASSERT_TRUE(r.ok()) << r.status().ToString();
     ASSERT_EQ(sink.rows.size(), 16u) << trace;
     for (size_t i = 0; i < 16; ++i) {
-      const std::vector<int64_t> row(w.begin() + static_cast<long>(i * 9), w.begin() + static_cast<long>(i * 9 + 9));
+      const std::vector<int64_t> row(w.begin() + static_cast<long>(i * 9),
+                                     w.begin() + static_cast<long>(i * 9 + 9));
       EXPECT_EQ(sink.rows[i], row) << trace << " item " << i;
     }
   }
@@ -182,7 +185,8 @@ TEST(ModelLoad, MissingFilesAndTensorsAreNamed) {
   EXPECT_TRUE(Lfm25AudioModel::Load(dir, {.load_detokenizer = false}).ok());
   auto no_detok = Lfm25AudioModel::Load(dir);
   ASSERT_FALSE(no_detok.ok());
-  EXPECT_NE(no_detok.status().message().find("audio_detokenizer/"), std::string::npos) << no_detok.status().message();
+  EXPECT_NE(no_detok.status().message().find("audio_detokenizer/"), std::string::npos)
+      << no_detok.status().message();
   // A tensor missing from the weights.
   auto ck = Checkpoint::Open(src + "/model.safetensors");
   ASSERT_TRUE(ck.ok());
@@ -190,8 +194,8 @@ TEST(ModelLoad, MissingFilesAndTensorsAreNamed) {
   for (const std::string& n : ck->Names()) {
     if (n == "lfm.layers.3.feed_forward.w2.weight") continue;
     TensorView v = *ck->Get(n);
-    ts.push_back({n, v.dtype, std::vector<int64_t>(v.shape.dim.begin(), v.shape.dim.begin() + v.shape.rank), v.data,
-                  v.bytes()});
+    ts.push_back({n, v.dtype, std::vector<int64_t>(v.shape.dim.begin(), v.shape.dim.begin() + v.shape.rank),
+                  v.data, v.bytes()});
   }
   ASSERT_TRUE(WriteSafetensors(dir + "/model.safetensors", ts).ok());
   auto missing = Lfm25AudioModel::Load(dir, {.load_detokenizer = false});

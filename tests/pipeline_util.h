@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "model/pipeline/lfm25_audio.h"
+#include "models/lfm25_audio/session.h"
 #include "trace_util.h"
 
 namespace lfmvox::testing {
@@ -46,7 +46,8 @@ template <typename AppendAudio>
 void AppendOraclePrompt(Lfm25Session& s, const std::string& case_name, const std::string& group,
                         AppendAudio append_audio) {
   const std::vector<int64_t> text = LoadTrace(case_name + "/traces/" + group + "__text_ids.npy").ToInt64();
-  const std::vector<int64_t> flags = LoadTrace(case_name + "/traces/" + group + "__modality_flag.npy").ToInt64();
+  const std::vector<int64_t> flags =
+      LoadTrace(case_name + "/traces/" + group + "__modality_flag.npy").ToInt64();
   size_t ti = 0;
   for (size_t p = 0; p < flags.size();) {
     size_t q = p;

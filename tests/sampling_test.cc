@@ -3,7 +3,7 @@
 // chi-square bound, reproducibility, the repetition penalty, errors, and (when
 // tests/data/lfm3_tiny is present) the LFM3 oracle's sampled depth frame
 //   lfm3_tiny/traces/depth__sampled__{rng_seed,history,pass{p}__want,pass{p}__logits,draw_u,codes}.npy.
-#include "model/pipeline/sampling.h"
+#include "blocks/sampling.h"
 
 #include <gtest/gtest.h>
 

@@ -10,8 +10,8 @@
 #include <string_view>
 #include <vector>
 
+#include "base/trace.h"
 #include "io/npy.h"
-#include "model/blocks/lfm2_stack.h"
 
 namespace lfmvox::testing {
 

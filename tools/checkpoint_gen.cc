@@ -26,7 +26,10 @@ class Rng {
   }
   double Uniform() { return (static_cast<double>(Next() >> 11) + 0.5) * 0x1.0p-53; }
   float Normal() {
-    if (has_spare_) { has_spare_ = false; return spare_; }
+    if (has_spare_) {
+      has_spare_ = false;
+      return spare_;
+    }
     const double r = std::sqrt(-2.0 * std::log(Uniform())), t = 2.0 * M_PI * Uniform();
     spare_ = static_cast<float>(r * std::sin(t));
     has_spare_ = true;
@@ -57,7 +60,8 @@ struct Builder {
       for (size_t i = 0; i < v.size(); i += 2) {
         const uint64_t r = rng.Next();
         v[i] = F32ToBf16(mean + a * static_cast<float>(static_cast<int32_t>(r)));
-        if (i + 1 < v.size()) v[i + 1] = F32ToBf16(mean + a * static_cast<float>(static_cast<int32_t>(r >> 32)));
+        if (i + 1 < v.size())
+          v[i + 1] = F32ToBf16(mean + a * static_cast<float>(static_cast<int32_t>(r >> 32)));
       }
     } else {
       for (auto& x : v) x = F32ToBf16(mean + stddev * rng.Normal());
@@ -81,20 +85,35 @@ Status WriteRandomDetokenizer(const std::string& dir, const DetokenizerShape& s)
   std::filesystem::create_directories(out, ec);
   if (ec) return IoError("cannot create " + out + ": " + ec.message());
 
-  static const char* kPattern[] = {"conv", "conv", "sliding_attention", "conv",
-                                   "sliding_attention", "conv", "sliding_attention", "conv"};
+  static const char* kPattern[] = {
+      "conv", "conv", "sliding_attention", "conv", "sliding_attention", "conv", "sliding_attention", "conv"};
   std::vector<std::string> types;
   for (int i = 0; i < s.layers; ++i) types.push_back(kPattern[i % 8]);
   const int hd = s.hidden / s.heads;
-  nlohmann::json cfg = {
-      {"architectures", {"Lfm25AudioTokenizer"}}, {"model_type", "lfm2"}, {"vocab_size", s.vocab},
-      {"hidden_size", s.hidden}, {"intermediate_size", s.ffn}, {"block_auto_adjust_ff_dim", false},
-      {"block_multiple_of", 256}, {"block_ffn_dim_multiplier", 1.0}, {"num_hidden_layers", s.layers},
-      {"num_attention_heads", s.heads}, {"num_key_value_heads", s.kv_heads}, {"layer_types", types},
-      {"sliding_window", s.window}, {"output_size", s.n_fft + 2}, {"max_position_embeddings", 128000},
-      {"norm_eps", 1e-5}, {"conv_bias", false}, {"conv_L_cache", 3}, {"rope_theta", 1000000.0},
-      {"tie_word_embeddings", true}, {"pad_token_id", 0}, {"bos_token_id", 1}, {"eos_token_id", 7},
-      {"use_cache", false}};
+  nlohmann::json cfg = {{"architectures", {"Lfm25AudioTokenizer"}},
+                        {"model_type", "lfm2"},
+                        {"vocab_size", s.vocab},
+                        {"hidden_size", s.hidden},
+                        {"intermediate_size", s.ffn},
+                        {"block_auto_adjust_ff_dim", false},
+                        {"block_multiple_of", 256},
+                        {"block_ffn_dim_multiplier", 1.0},
+                        {"num_hidden_layers", s.layers},
+                        {"num_attention_heads", s.heads},
+                        {"num_key_value_heads", s.kv_heads},
+                        {"layer_types", types},
+                        {"sliding_window", s.window},
+                        {"output_size", s.n_fft + 2},
+                        {"max_position_embeddings", 128000},
+                        {"norm_eps", 1e-5},
+                        {"conv_bias", false},
+                        {"conv_L_cache", 3},
+                        {"rope_theta", 1000000.0},
+                        {"tie_word_embeddings", true},
+                        {"pad_token_id", 0},
+                        {"bos_token_id", 1},
+                        {"eos_token_id", 7},
+                        {"use_cache", false}};
   if (s.codebooks != 8) cfg["codebooks"] = s.codebooks;
   std::ofstream(out + "/config.json") << cfg.dump(2) << "\n";
 
@@ -141,7 +160,8 @@ Status EnsureRealSizeModel(const std::string& dir, const std::string& tokenizer)
   LFM_RETURN_IF_ERROR(WriteRandomLfm25Audio(dir, Lfm25AudioShape{}));
   LFM_RETURN_IF_ERROR(WriteRandomDetokenizer(dir, DetokenizerShape{}));
   std::error_code ec;
-  std::filesystem::copy_file(tokenizer, dir + "/tokenizer.json", std::filesystem::copy_options::overwrite_existing, ec);
+  std::filesystem::copy_file(tokenizer, dir + "/tokenizer.json",
+                             std::filesystem::copy_options::overwrite_existing, ec);
   if (ec) return IoError("cannot copy " + tokenizer + ": " + ec.message());
   std::ofstream(done) << "written by lfmvox tools::EnsureRealSizeModel\n";
   return Status::Ok();
@@ -178,31 +198,76 @@ Status WriteRandomLfm25Audio(const std::string& dir, const Lfm25AudioShape& s) {
   ff = s.multiple_of * ((ff + s.multiple_of - 1) / s.multiple_of);
   // liquid-audio's depthformer: 32 query heads, 8 KV heads, FFN 256·ceil(int(8D/3)/256).
   const int64_t dq = D, dkv = D / 4, dff = 256 * ((static_cast<int64_t>(8.0 * D / 3.0) + 255) / 256);
-  nlohmann::json cfg = {
-      {"architectures", {"LFM2AudioModel"}}, {"codebooks", s.codebooks}, {"tie_audio_embeddings", false},
-      {"semantic_codebook_factor", 100}, {"codebook_weight", "log"}, {"interleaved_n_text", s.n_text},
-      {"interleaved_n_audio", s.n_audio},
-      {"preprocessor", {{"sample_rate", 16000}, {"normalize", "per_feature"}, {"window_size", 0.025},
-                        {"window_stride", 0.01}, {"window", "hann"}, {"features", 128}, {"n_fft", 512},
-                        {"log", true}, {"frame_splicing", 1}, {"dither", 1e-5}, {"pad_to", 0}, {"pad_value", 0.0}}},
-      {"lfm", {{"architectures", {"Lfm2ForCausalLM"}}, {"model_type", "lfm2"}, {"vocab_size", s.vocab},
-               {"hidden_size", s.hidden}, {"num_hidden_layers", s.layers}, {"num_attention_heads", s.heads},
-               {"num_key_value_heads", s.kv_heads}, {"max_position_embeddings", 128000}, {"norm_eps", 1e-5},
-               {"conv_bias", false}, {"conv_L_cache", 3}, {"block_ff_dim", s.block_ff_dim},
-               {"block_multiple_of", s.multiple_of}, {"block_ffn_dim_multiplier", 1.0},
-               {"block_auto_adjust_ff_dim", true}, {"full_attn_idxs", s.attention_layers}, {"rope_theta", 1e6},
-               {"tie_embedding", true}, {"pad_token_id", 0}, {"bos_token_id", 1}, {"eos_token_id", 7},
-               {"use_cache", true}}},
-      {"encoder", {{"feat_in", 128}, {"feat_out", -1}, {"n_layers", s.enc_layers}, {"d_model", s.enc_d},
-                   {"subsampling", "dw_striding"}, {"subsampling_factor", 8},
-                   {"subsampling_conv_channels", s.enc_channels}, {"causal_downsampling", false},
-                   {"reduction", nullptr}, {"reduction_position", nullptr}, {"reduction_factor", 1},
-                   {"ff_expansion_factor", 4}, {"self_attention_model", "rel_pos"}, {"n_heads", s.enc_heads},
-                   {"att_context_size", {-1, -1}}, {"xscaling", false}, {"untie_biases", true},
-                   {"pos_emb_max_len", 5000}, {"conv_kernel_size", 9}, {"conv_norm_type", "batch_norm"},
-                   {"conv_context_size", nullptr}, {"dropout", 0.1}, {"dropout_pre_encoder", 0.1},
-                   {"dropout_emb", 0.0}, {"dropout_att", 0.1}}},
-      {"depthformer", {{"layers", s.depth_layers}, {"dim", s.depth_dim}, {"tie", true}}}};
+  nlohmann::json cfg = {{"architectures", {"LFM2AudioModel"}},
+                        {"codebooks", s.codebooks},
+                        {"tie_audio_embeddings", false},
+                        {"semantic_codebook_factor", 100},
+                        {"codebook_weight", "log"},
+                        {"interleaved_n_text", s.n_text},
+                        {"interleaved_n_audio", s.n_audio},
+                        {"preprocessor",
+                         {{"sample_rate", 16000},
+                          {"normalize", "per_feature"},
+                          {"window_size", 0.025},
+                          {"window_stride", 0.01},
+                          {"window", "hann"},
+                          {"features", 128},
+                          {"n_fft", 512},
+                          {"log", true},
+                          {"frame_splicing", 1},
+                          {"dither", 1e-5},
+                          {"pad_to", 0},
+                          {"pad_value", 0.0}}},
+                        {"lfm",
+                         {{"architectures", {"Lfm2ForCausalLM"}},
+                          {"model_type", "lfm2"},
+                          {"vocab_size", s.vocab},
+                          {"hidden_size", s.hidden},
+                          {"num_hidden_layers", s.layers},
+                          {"num_attention_heads", s.heads},
+                          {"num_key_value_heads", s.kv_heads},
+                          {"max_position_embeddings", 128000},
+                          {"norm_eps", 1e-5},
+                          {"conv_bias", false},
+                          {"conv_L_cache", 3},
+                          {"block_ff_dim", s.block_ff_dim},
+                          {"block_multiple_of", s.multiple_of},
+                          {"block_ffn_dim_multiplier", 1.0},
+                          {"block_auto_adjust_ff_dim", true},
+                          {"full_attn_idxs", s.attention_layers},
+                          {"rope_theta", 1e6},
+                          {"tie_embedding", true},
+                          {"pad_token_id", 0},
+                          {"bos_token_id", 1},
+                          {"eos_token_id", 7},
+                          {"use_cache", true}}},
+                        {"encoder",
+                         {{"feat_in", 128},
+                          {"feat_out", -1},
+                          {"n_layers", s.enc_layers},
+                          {"d_model", s.enc_d},
+                          {"subsampling", "dw_striding"},
+                          {"subsampling_factor", 8},
+                          {"subsampling_conv_channels", s.enc_channels},
+                          {"causal_downsampling", false},
+                          {"reduction", nullptr},
+                          {"reduction_position", nullptr},
+                          {"reduction_factor", 1},
+                          {"ff_expansion_factor", 4},
+                          {"self_attention_model", "rel_pos"},
+                          {"n_heads", s.enc_heads},
+                          {"att_context_size", {-1, -1}},
+                          {"xscaling", false},
+                          {"untie_biases", true},
+                          {"pos_emb_max_len", 5000},
+                          {"conv_kernel_size", 9},
+                          {"conv_norm_type", "batch_norm"},
+                          {"conv_context_size", nullptr},
+                          {"dropout", 0.1},
+                          {"dropout_pre_encoder", 0.1},
+                          {"dropout_emb", 0.0},
+                          {"dropout_att", 0.1}}},
+                        {"depthformer", {{"layers", s.depth_layers}, {"dim", s.depth_dim}, {"tie", true}}}};
   std::ofstream(dir + "/config.json") << cfg.dump(2) << "\n";
 
   Builder b{Rng(s.seed), {}, {}, {}, true};
@@ -217,7 +282,8 @@ Status WriteRandomLfm25Audio(const std::string& dir, const Lfm25AudioShape& s) {
     const std::string p = "lfm.layers." + std::to_string(i) + ".";
     b.Norm(p + "operator_norm.weight", H);
     b.Norm(p + "ffn_norm.weight", H);
-    const bool attn = std::find(s.attention_layers.begin(), s.attention_layers.end(), i) != s.attention_layers.end();
+    const bool attn =
+        std::find(s.attention_layers.begin(), s.attention_layers.end(), i) != s.attention_layers.end();
     if (attn) {
       const int64_t hd = H / s.heads;
       b.Matrix(p + "self_attn.q_proj.weight", H, H);
@@ -279,12 +345,15 @@ Status WriteRandomLfm25Audio(const std::string& dir, const Lfm25AudioShape& s) {
       b.Norm(p + n + ".weight", E);
       b.Add(p + n + ".bias", {E}, 0.0f, 0.05f);
     };
-    for (const char* n : {"norm_feed_forward1", "norm_self_att", "norm_conv", "norm_feed_forward2", "norm_out"}) norm(n);
+    for (const char* n :
+         {"norm_feed_forward1", "norm_self_att", "norm_conv", "norm_feed_forward2", "norm_out"})
+      norm(n);
     for (const char* ff : {"feed_forward1", "feed_forward2"}) {
       conv(p + ff + ".linear1", {4 * E, E}, E);
       conv(p + ff + ".linear2", {E, 4 * E}, 4 * E);
     }
-    for (const char* l : {"linear_q", "linear_k", "linear_v", "linear_out"}) conv(p + "self_attn." + l, {E, E}, E);
+    for (const char* l : {"linear_q", "linear_k", "linear_v", "linear_out"})
+      conv(p + "self_attn." + l, {E, E}, E);
     b.Matrix(p + "self_attn.linear_pos.weight", E, E);
     b.Add(p + "self_attn.pos_bias_u", {s.enc_heads, hd}, 0.0f, 0.05f);
     b.Add(p + "self_attn.pos_bias_v", {s.enc_heads, hd}, 0.0f, 0.05f);

@@ -15,12 +15,12 @@ namespace lfmvox::tools {
 struct DetokenizerShape {
   // Defaults: the real LFM2.5-Audio detokenizer (spec §1.3, §1.5).
   int hidden = 512;
-  int layers = 8;          // conv, conv, sliding, conv, sliding, conv, sliding, conv, … repeating
+  int layers = 8;  // conv, conv, sliding, conv, sliding, conv, sliding, conv, … repeating
   int heads = 16;
   int kv_heads = 8;
-  int ffn = 2304;          // written as intermediate_size with block_auto_adjust_ff_dim false
+  int ffn = 2304;  // written as intermediate_size with block_auto_adjust_ff_dim false
   int window = 30;
-  int vocab = 65536;       // the unused lfm.embed_tokens table the real file carries
+  int vocab = 65536;  // the unused lfm.embed_tokens table the real file carries
   int codebooks = 8;
   int codebook_size = 2048;
   int n_fft = 1280;
@@ -41,15 +41,15 @@ struct Lfm25AudioShape {
   int multiple_of = 256;
   int vocab = 65536;
   int codebooks = 8;
-  int audio_vocab = 2049;    // 2048 codes + end-of-audio
+  int audio_vocab = 2049;  // 2048 codes + end-of-audio
   int depth_dim = 1024;
   int depth_layers = 6;
   int n_text = 6;
   int n_audio = 12;
-  int enc_d = 512;           // FastConformer d_model
+  int enc_d = 512;  // FastConformer d_model
   int enc_layers = 17;
   int enc_heads = 8;
-  int enc_channels = 256;    // subsampling_conv_channels
+  int enc_channels = 256;  // subsampling_conv_channels
   uint64_t seed = 1;
 
   // A small model for demos and quick runs (vocab large enough for the

@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "io/safetensors.h"
-#include "model/pipeline/lfm25_audio.h"
+#include "models/lfm25_audio/session.h"
 #include "tensor/dtype.h"
 #include "threading/thread_team.h"
 #include "tools/checkpoint_gen.h"
@@ -64,7 +64,8 @@ Status SteerTts(const std::string& dir, const std::string& voice, const std::str
       const uint16_t b = F32ToBf16(static_cast<float>(h[i] * scale));
       std::memcpy(&bytes[off + 2 * i], &b, 2);
     }
-    std::ofstream(path, std::ios::binary | std::ios::trunc).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    std::ofstream(path, std::ios::binary | std::ios::trunc)
+        .write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
     return Status::Ok();
   }
   return NotFound("lfm.embed_tokens.weight");
@@ -87,23 +88,37 @@ int main(int argc, char** argv) {
   int vocab = 0;
   for (int i = 2; i + 1 < argc; i += 2) {
     const std::string k = argv[i], v = argv[i + 1];
-    if (k == "--out") out = v;
-    else if (k == "--seed") seed = std::strtoull(v.c_str(), nullptr, 10);
-    else if (k == "--vocab") vocab = std::atoi(v.c_str());
-    else if (k == "--tokenizer") tokenizer = v;
-    else if (k == "--size") size = v;
-    else if (k == "--steer-tts") steer = v;
-    else if (k == "--voice") voice = v;
-    else { std::fprintf(stderr, "unknown option %s\n%s", k.c_str(), kUsage.c_str()); return 2; }
+    if (k == "--out")
+      out = v;
+    else if (k == "--seed")
+      seed = std::strtoull(v.c_str(), nullptr, 10);
+    else if (k == "--vocab")
+      vocab = std::atoi(v.c_str());
+    else if (k == "--tokenizer")
+      tokenizer = v;
+    else if (k == "--size")
+      size = v;
+    else if (k == "--steer-tts")
+      steer = v;
+    else if (k == "--voice")
+      voice = v;
+    else {
+      std::fprintf(stderr, "unknown option %s\n%s", k.c_str(), kUsage.c_str());
+      return 2;
+    }
   }
-  if (out.empty()) { std::fputs(kUsage.c_str(), stderr); return 2; }
+  if (out.empty()) {
+    std::fputs(kUsage.c_str(), stderr);
+    return 2;
+  }
   if (what == "detokenizer") {
     tools::DetokenizerShape shape;
     shape.seed = seed;
     if (vocab > 0) shape.vocab = vocab;
     if (Status s = tools::WriteRandomDetokenizer(out, shape); !s.ok()) return Fail(s.message());
   } else if (what == "lfm25-audio") {
-    if (tokenizer.empty()) return Fail("lfm25-audio needs --tokenizer FILE (a tokenizer.json to ship with it)");
+    if (tokenizer.empty())
+      return Fail("lfm25-audio needs --tokenizer FILE (a tokenizer.json to ship with it)");
     if (size != "real" && size != "demo") return Fail("--size takes real or demo");
     tools::Lfm25AudioShape shape = size == "real" ? tools::Lfm25AudioShape{} : tools::Lfm25AudioShape::Demo();
     shape.seed = seed;
@@ -120,7 +135,8 @@ int main(int argc, char** argv) {
     if (Status s = tools::WriteRandomLfm25Audio(out, shape); !s.ok()) return Fail(s.message());
     if (Status s = tools::WriteRandomDetokenizer(out, detok); !s.ok()) return Fail(s.message());
     std::error_code ec;
-    std::filesystem::copy_file(tokenizer, out + "/tokenizer.json", std::filesystem::copy_options::overwrite_existing, ec);
+    std::filesystem::copy_file(tokenizer, out + "/tokenizer.json",
+                               std::filesystem::copy_options::overwrite_existing, ec);
     if (ec) return Fail("cannot copy " + tokenizer + ": " + ec.message());
     if (!steer.empty()) {
       if (Status s = SteerTts(out, voice, steer); !s.ok()) return Fail(s.message());

@@ -1,20 +1,19 @@
 // lfmvox command-line front end. It uses only the public API (include/lfmvox).
+#include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
-#include <algorithm>
-#include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "lfmvox/audio_io.h"
 #include "lfmvox/lfmvox.h"
@@ -41,7 +40,8 @@ constexpr char kUsage[] =
     "      --max-new N      generation budget in tokens + frames (default 1024)\n"
     "      --pcm s16|f32 --threads N --quiet\n"
     "  generate    raw prompt -> one JSON line per generated item\n"
-    "      --model DIR --prompt FILE.json   [{\"text\": \"...\"}, {\"ids\": [1, 6]}, {\"audio_out\": [[8 codes], ...]}]\n"
+    "      --model DIR --prompt FILE.json   [{\"text\": \"...\"}, {\"ids\": [1, 6]}, {\"audio_out\": [[8 "
+    "codes], ...]}]\n"
     "      --mode sequential|interleaved (default sequential) --max-new N (default 512) --seed S\n"
     "      --temperature T --top-k K (audio), --text-temperature T --text-top-k K (greedy when not given)\n"
     "      -o, --output F   also decode the speech into a WAV file (or - for raw PCM on stdout)\n"
@@ -72,11 +72,13 @@ struct Args {
   std::vector<std::string> flags;                            // --name
 
   const std::string* Get(const std::string& name) const {
-    for (const auto& [k, v] : options) if (k == name) return &v;
+    for (const auto& [k, v] : options)
+      if (k == name) return &v;
     return nullptr;
   }
   bool Has(const std::string& name) const {
-    for (const auto& f : flags) if (f == name) return true;
+    for (const auto& f : flags)
+      if (f == name) return true;
     return false;
   }
 };
@@ -98,7 +100,10 @@ bool ParseArgs(int argc, char** argv, int first, const std::vector<std::string>&
       const std::string name = a.substr(2);
       if (std::find(valued.begin(), valued.end(), name) != valued.end()) {
         if (!inline_value) {
-          if (i + 1 >= argc) { *err = "option " + a + " needs a value"; return false; }
+          if (i + 1 >= argc) {
+            *err = "option " + a + " needs a value";
+            return false;
+          }
           value = argv[++i];
         }
         out->options.emplace_back(name, value);
@@ -119,8 +124,10 @@ bool ParseArgs(int argc, char** argv, int first, const std::vector<std::string>&
 int PcmArg(const Args& args, lfmvox::PcmFormat* format) {
   *format = lfmvox::PcmFormat::kS16;
   if (const std::string* p = args.Get("pcm")) {
-    if (*p == "f32") *format = lfmvox::PcmFormat::kF32;
-    else if (*p != "s16") return UsageError("--pcm takes s16 or f32, not " + *p);
+    if (*p == "f32")
+      *format = lfmvox::PcmFormat::kF32;
+    else if (*p != "s16")
+      return UsageError("--pcm takes s16 or f32, not " + *p);
   }
   return 0;
 }
@@ -182,7 +189,8 @@ int Detokenize(int argc, char** argv) {
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (!quiet) {
     const double audio = static_cast<double>(samples) / (*model)->sample_rate();
-    std::fprintf(stderr, "lfmvox: %zu frames -> %zu samples (%.2f s of audio) in %.3f s, %.1fx real time -> %s\n",
+    std::fprintf(stderr,
+                 "lfmvox: %zu frames -> %zu samples (%.2f s of audio) in %.3f s, %.1fx real time -> %s\n",
                  frames, samples, audio, wall, wall > 0 ? audio / wall : 0.0, output->c_str());
   }
   return 0;
@@ -211,7 +219,8 @@ std::string ParseSampling(const Args& args, lfmvox::GenerateOptions* o, uint64_t
   if (const std::string* v = args.Get("top-k"); v && !ParseInt(*v, 0, 1 << 20, &o->audio.top_k)) {
     return "--top-k takes a non-negative integer";
   }
-  if (const std::string* v = args.Get("text-temperature"); v && !ParseFloat(*v, 0, 100, &o->text.temperature)) {
+  if (const std::string* v = args.Get("text-temperature");
+      v && !ParseFloat(*v, 0, 100, &o->text.temperature)) {
     return "--text-temperature takes a number in [0, 100]";
   }
   if (const std::string* v = args.Get("text-top-k"); v && !ParseInt(*v, 0, 1 << 20, &o->text.top_k)) {
@@ -229,8 +238,9 @@ int ThreadsArg(const Args& args, int* threads) {
 }
 
 // Runs one generation with PCM going to `output` (when given) and returns the exit code.
-int RunGeneration(lfmvox::Conversation& conv, const lfmvox::AudioModel& model, const lfmvox::GenerateOptions& o,
-                  const std::string* output, lfmvox::PcmFormat format, bool print_items, bool quiet) {
+int RunGeneration(lfmvox::Conversation& conv, const lfmvox::AudioModel& model,
+                  const lfmvox::GenerateOptions& o, const std::string* output, lfmvox::PcmFormat format,
+                  bool print_items, bool quiet) {
   std::unique_ptr<lfmvox::PcmOutput> out;
   if (output) {
     auto r = lfmvox::PcmOutput::Open(*output, model.sample_rate(), format);
@@ -263,7 +273,8 @@ int RunGeneration(lfmvox::Conversation& conv, const lfmvox::AudioModel& model, c
   if (!quiet) {
     const double audio = static_cast<double>(r->pcm_samples) / model.sample_rate();
     std::fprintf(stderr, "lfmvox: %d text tokens, %d audio frames, %.2f s of speech in %.2f s%s%s\n",
-                 r->text_tokens, r->audio_frames, audio, wall, r->ended ? "" : " (budget reached before the end)",
+                 r->text_tokens, r->audio_frames, audio, wall,
+                 r->ended ? "" : " (budget reached before the end)",
                  r->context_full ? " (context full)" : "");
   }
   return 0;
@@ -317,7 +328,8 @@ lfmvox::Status AddPrompt(lfmvox::Conversation& conv, const std::string& path) {
     const nlohmann::json& seg = j[i];
     const std::string where = path + " segment " + std::to_string(i);
     if (!seg.is_object() || seg.size() != 1) {
-      return lfmvox::InvalidArgument(where + ": each segment is an object with one key: text, ids, audio_out or audio");
+      return lfmvox::InvalidArgument(
+          where + ": each segment is an object with one key: text, ids, audio_out or audio");
     }
     if (auto t = seg.find("text"); t != seg.end()) {
       if (!t->is_string()) return lfmvox::InvalidArgument(where + ": \"text\" must be a string");
@@ -334,7 +346,8 @@ lfmvox::Status AddPrompt(lfmvox::Conversation& conv, const std::string& path) {
     } else if (auto ao = seg.find("audio_out"); ao != seg.end()) {
       std::vector<int32_t> v;
       for (const auto& frame : *ao) {
-        if (!frame.is_array()) return lfmvox::InvalidArgument(where + ": \"audio_out\" is a list of frames of codes");
+        if (!frame.is_array())
+          return lfmvox::InvalidArgument(where + ": \"audio_out\" is a list of frames of codes");
         for (const auto& x : frame) {
           if (!x.is_number_integer() || x.get<int64_t>() < 0 || x.get<int64_t>() > INT32_MAX) {
             return lfmvox::InvalidArgument(where + ": audio codes must be non-negative integers");
@@ -367,11 +380,14 @@ int Generate(int argc, char** argv) {
   }
   const std::string* model_dir = args.Get("model");
   const std::string* prompt = args.Get("prompt");
-  if (!model_dir || !prompt || !args.positional.empty()) return UsageError("generate needs --model and --prompt");
+  if (!model_dir || !prompt || !args.positional.empty())
+    return UsageError("generate needs --model and --prompt");
   lfmvox::GenerateOptions o;  // greedy unless a sampling flag says otherwise
   if (const std::string* m = args.Get("mode")) {
-    if (*m == "interleaved") o.mode = lfmvox::GenerationMode::kInterleaved;
-    else if (*m != "sequential") return UsageError("--mode takes sequential or interleaved");
+    if (*m == "interleaved")
+      o.mode = lfmvox::GenerationMode::kInterleaved;
+    else if (*m != "sequential")
+      return UsageError("--mode takes sequential or interleaved");
   }
   if (const std::string* v = args.Get("max-new"); v && !ParseInt(*v, 0, 1 << 20, &o.max_new_tokens)) {
     return UsageError("--max-new takes a non-negative integer");
@@ -429,8 +445,8 @@ int Asr(int argc, char** argv) {
   if (!conv.ok()) return Fail(conv.status().message());
   lfmvox::Conversation& c = **conv;
   // The LFM2.5-Audio README's ASR prompt.
-  for (lfmvox::Status s : {c.Begin(), c.StartTurn("system"), c.AddText("Perform ASR."), c.EndTurn(),
-                           c.StartTurn("user")}) {
+  for (lfmvox::Status s :
+       {c.Begin(), c.StartTurn("system"), c.AddText("Perform ASR."), c.EndTurn(), c.StartTurn("user")}) {
     if (!s.ok()) return Fail(s.message());
   }
   if (lfmvox::Status s = c.AddAudioFile(args.positional[0]); !s.ok()) return Fail(s.message());
@@ -447,8 +463,8 @@ int Chat(int argc, char** argv) {
   Args args;
   std::string err;
   if (!ParseArgs(argc, argv, 2,
-                 {"model", "in", "out", "out-dir", "system", "seed", "temperature", "top-k", "max-new", "context",
-                  "threads", "pcm"},
+                 {"model", "in", "out", "out-dir", "system", "seed", "temperature", "top-k", "max-new",
+                  "context", "threads", "pcm"},
                  {"interactive"}, &args, &err)) {
     return UsageError(err);
   }
@@ -474,7 +490,8 @@ int Chat(int argc, char** argv) {
   }
   lfmvox::PcmFormat format;
   if (int rc = PcmArg(args, &format)) return rc;
-  const std::string system = args.Get("system") ? *args.Get("system") : "Respond with interleaved text and audio.";
+  const std::string system =
+      args.Get("system") ? *args.Get("system") : "Respond with interleaved text and audio.";
 
   auto model = lfmvox::AudioModel::Load(*model_dir);
   if (!model.ok()) return Fail(model.status().message());

@@ -155,9 +155,9 @@ class Conversation {
   ~Conversation();
 
   // Prompt pieces, as the official ChatState builds them.
-  Status Begin();                          // <|startoftext|>
+  Status Begin();                           // <|startoftext|>
   Status StartTurn(std::string_view role);  // <|im_start|>role\n
-  Status AddText(std::string_view utf8);   // tokenized on its own
+  Status AddText(std::string_view utf8);    // tokenized on its own
   Status AddTokens(std::span<const int32_t> ids);
   Status AddAudioOut(std::span<const int32_t> frames);  // [frames, 8] codes of earlier speech
   // Speech in: an audio file (WAV, FLAC, Ogg/Vorbis, MP3; mixed to mono by
@@ -165,7 +165,7 @@ class Conversation {
   // (interleaved [frames, channels] floats at `sample_rate`).
   Status AddAudioFile(const std::string& path);
   Status AddAudio(std::span<const float> samples, int sample_rate, int channels = 1);
-  Status EndTurn();                        // <|im_end|>\n
+  Status EndTurn();  // <|im_end|>\n
   // The whole TTS prompt for `text` in `voice` (one of Lfm25Voices()),
   // ending with the assistant's turn opening.
   Status StartSpeech(std::string_view voice, std::string_view text);

@@ -60,8 +60,8 @@ inline Status IoError(std::string m) { return Status(StatusCode::kIo, std::move(
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : v_(std::move(value)) {}                   // NOLINT(runtime/explicit)
-  Result(Status status) : v_(std::move(status)) {}            // NOLINT(runtime/explicit)
+  Result(T value) : v_(std::move(value)) {}         // NOLINT(runtime/explicit)
+  Result(Status status) : v_(std::move(status)) {}  // NOLINT(runtime/explicit)
 
   bool ok() const { return std::holds_alternative<T>(v_); }
   const Status& status() const {
@@ -85,10 +85,10 @@ class [[nodiscard]] Result {
 #define LFM_CONCAT_INNER_(a, b) a##b
 #define LFM_CONCAT_(a, b) LFM_CONCAT_INNER_(a, b)
 
-#define LFM_RETURN_IF_ERROR(expr)                   \
-  do {                                              \
-    ::lfmvox::Status lfm_status_ = (expr);          \
-    if (!lfm_status_.ok()) return lfm_status_;      \
+#define LFM_RETURN_IF_ERROR(expr)              \
+  do {                                         \
+    ::lfmvox::Status lfm_status_ = (expr);     \
+    if (!lfm_status_.ok()) return lfm_status_; \
   } while (0)
 
 #define LFM_ASSIGN_OR_RETURN_IMPL_(tmp, lhs, expr) \

@@ -25,7 +25,9 @@ class StdoutOutput final : public PcmOutput {
  public:
   explicit StdoutOutput(PcmFormat f) : format_(f) {}
   Status Write(std::span<const float> s) override { return WriteRawPcm(stdout, s, format_); }
-  Status Close() override { return std::fflush(stdout) == 0 ? Status::Ok() : IoError("flushing stdout failed"); }
+  Status Close() override {
+    return std::fflush(stdout) == 0 ? Status::Ok() : IoError("flushing stdout failed");
+  }
 
  private:
   PcmFormat format_;
@@ -33,7 +35,8 @@ class StdoutOutput final : public PcmOutput {
 
 }  // namespace
 
-Result<std::unique_ptr<PcmOutput>> PcmOutput::Open(const std::string& path, int sample_rate, PcmFormat format) {
+Result<std::unique_ptr<PcmOutput>> PcmOutput::Open(const std::string& path, int sample_rate,
+                                                   PcmFormat format) {
   if (path == "-") return std::unique_ptr<PcmOutput>(new StdoutOutput(format));
   LFM_ASSIGN_OR_RETURN(WavWriter w, WavWriter::Create(path, sample_rate, 1, format));
   return std::unique_ptr<PcmOutput>(new WavOutput(std::move(w)));

@@ -6,7 +6,7 @@
 
 #include "io/audio_file.h"
 #include "lfmvox/lfmvox.h"
-#include "model/pipeline/lfm25_audio.h"
+#include "models/lfm25_audio/session.h"
 #include "threading/thread_team.h"
 
 namespace lfmvox {
@@ -64,7 +64,8 @@ Status Conversation::AddAudioFile(const std::string& path) {
 Status Conversation::AddAudio(std::span<const float> samples, int sample_rate, int channels) {
   if (channels < 1 || channels > kMaxAudioChannels) return InvalidArgument("channels must be in [1, 64]");
   if (sample_rate < 1 || sample_rate > kMaxAudioSampleRate) {
-    return InvalidArgument(StrFormat("sample rate %d Hz is not in [1, %d]", sample_rate, kMaxAudioSampleRate));
+    return InvalidArgument(
+        StrFormat("sample rate %d Hz is not in [1, %d]", sample_rate, kMaxAudioSampleRate));
   }
   if (samples.empty() || samples.size() % static_cast<size_t>(channels) != 0) {
     return InvalidArgument("audio samples must be a non-empty whole number of frames");
@@ -94,7 +95,13 @@ class Bridge final : public GenerationSink {
  public:
   Bridge(const Tokenizer& tok, const OutputCallbacks& out, Lfm25DetokenizerSession* detok, ThreadTeam& team,
          std::vector<float>& pcm, std::vector<int32_t>& clamped, int codebook_size)
-      : text_(tok), out_(out), detok_(detok), team_(team), pcm_(pcm), clamped_(clamped), codebook_size_(codebook_size) {
+      : text_(tok),
+        out_(out),
+        detok_(detok),
+        team_(team),
+        pcm_(pcm),
+        clamped_(clamped),
+        codebook_size_(codebook_size) {
     piece_.reserve(256);
   }
 

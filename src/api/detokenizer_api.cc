@@ -1,6 +1,6 @@
 // The public detokenizer API: thin ownership wrappers over the model code.
 #include "lfmvox/lfmvox.h"
-#include "model/codec/lfm25_detokenizer.h"
+#include "models/lfm25_audio/detokenizer.h"
 #include "threading/thread_team.h"
 
 namespace lfmvox {
@@ -21,13 +21,13 @@ int DetokenizerModel::tail_samples() const { return (impl_->config().n_fft - imp
 
 DetokenizerStream::~DetokenizerStream() = default;
 
-Result<std::unique_ptr<DetokenizerStream>> DetokenizerStream::Create(std::shared_ptr<const DetokenizerModel> model,
-                                                                     const StreamOptions& options) {
+Result<std::unique_ptr<DetokenizerStream>> DetokenizerStream::Create(
+    std::shared_ptr<const DetokenizerModel> model, const StreamOptions& options) {
   if (model == nullptr) return InvalidArgument("DetokenizerStream::Create needs a loaded model");
   if (options.threads < 1 || options.threads > 256) return InvalidArgument("threads must be in [1, 256]");
   auto s = std::unique_ptr<DetokenizerStream>(new DetokenizerStream());
-  LFM_ASSIGN_OR_RETURN(s->session_,
-                       Lfm25DetokenizerSession::Create(model->impl(), options.max_frames_per_call, options.threads));
+  LFM_ASSIGN_OR_RETURN(s->session_, Lfm25DetokenizerSession::Create(
+                                        model->impl(), options.max_frames_per_call, options.threads));
   s->team_ = std::make_unique<ThreadTeam>(options.threads);
   s->model_ = std::move(model);
   return s;

@@ -36,10 +36,30 @@ std::vector<float> NpyArray::ToFloat() const {
   std::vector<float> out(n);
   for (size_t i = 0; i < n; ++i) {
     switch (dtype) {
-      case DType::kF32: { float v; std::memcpy(&v, &bytes[i * 4], 4); out[i] = v; break; }
-      case DType::kF64: { double v; std::memcpy(&v, &bytes[i * 8], 8); out[i] = static_cast<float>(v); break; }
-      case DType::kI32: { int32_t v; std::memcpy(&v, &bytes[i * 4], 4); out[i] = static_cast<float>(v); break; }
-      default: { int64_t v; std::memcpy(&v, &bytes[i * 8], 8); out[i] = static_cast<float>(v); break; }
+      case DType::kF32: {
+        float v;
+        std::memcpy(&v, &bytes[i * 4], 4);
+        out[i] = v;
+        break;
+      }
+      case DType::kF64: {
+        double v;
+        std::memcpy(&v, &bytes[i * 8], 8);
+        out[i] = static_cast<float>(v);
+        break;
+      }
+      case DType::kI32: {
+        int32_t v;
+        std::memcpy(&v, &bytes[i * 4], 4);
+        out[i] = static_cast<float>(v);
+        break;
+      }
+      default: {
+        int64_t v;
+        std::memcpy(&v, &bytes[i * 8], 8);
+        out[i] = static_cast<float>(v);
+        break;
+      }
     }
   }
   return out;
@@ -50,10 +70,30 @@ std::vector<int64_t> NpyArray::ToInt64() const {
   std::vector<int64_t> out(n);
   for (size_t i = 0; i < n; ++i) {
     switch (dtype) {
-      case DType::kF32: { float v; std::memcpy(&v, &bytes[i * 4], 4); out[i] = static_cast<int64_t>(v); break; }
-      case DType::kF64: { double v; std::memcpy(&v, &bytes[i * 8], 8); out[i] = static_cast<int64_t>(v); break; }
-      case DType::kI32: { int32_t v; std::memcpy(&v, &bytes[i * 4], 4); out[i] = v; break; }
-      default: { int64_t v; std::memcpy(&v, &bytes[i * 8], 8); out[i] = v; break; }
+      case DType::kF32: {
+        float v;
+        std::memcpy(&v, &bytes[i * 4], 4);
+        out[i] = static_cast<int64_t>(v);
+        break;
+      }
+      case DType::kF64: {
+        double v;
+        std::memcpy(&v, &bytes[i * 8], 8);
+        out[i] = static_cast<int64_t>(v);
+        break;
+      }
+      case DType::kI32: {
+        int32_t v;
+        std::memcpy(&v, &bytes[i * 4], 4);
+        out[i] = v;
+        break;
+      }
+      default: {
+        int64_t v;
+        std::memcpy(&v, &bytes[i * 8], 8);
+        out[i] = v;
+        break;
+      }
     }
   }
   return out;
@@ -71,7 +111,8 @@ Result<NpyArray> ParseNpy(std::string_view data) {
     offset = 10;
   } else if (major == 2 || major == 3) {
     if (data.size() < 12) return DataLoss(".npy header is truncated");
-    for (int i = 0; i < 4; ++i) header_len |= static_cast<size_t>(static_cast<uint8_t>(data[8 + i])) << (8 * i);
+    for (int i = 0; i < 4; ++i)
+      header_len |= static_cast<size_t>(static_cast<uint8_t>(data[8 + i])) << (8 * i);
     offset = 12;
   } else {
     return Unimplemented(StrFormat(".npy format version %d is not supported (1, 2 or 3 are)", major));
@@ -87,13 +128,23 @@ Result<NpyArray> ParseNpy(std::string_view data) {
   }
   NpyArray a;
   size_t elem = 0;
-  if (descr.starts_with("'<f4'")) { a.dtype = DType::kF32; elem = 4; }
-  else if (descr.starts_with("'<f8'")) { a.dtype = DType::kF64; elem = 8; }
-  else if (descr.starts_with("'<i4'")) { a.dtype = DType::kI32; elem = 4; }
-  else if (descr.starts_with("'<i8'")) { a.dtype = DType::kI64; elem = 8; }
-  else return Unimplemented(".npy dtype " + std::string(descr.substr(0, descr.find(','))) +
-                            " is not supported (use <f4, <f8, <i4 or <i8)");
-  if (!order.starts_with("False")) return Unimplemented(".npy in Fortran order is not supported; save C order");
+  if (descr.starts_with("'<f4'")) {
+    a.dtype = DType::kF32;
+    elem = 4;
+  } else if (descr.starts_with("'<f8'")) {
+    a.dtype = DType::kF64;
+    elem = 8;
+  } else if (descr.starts_with("'<i4'")) {
+    a.dtype = DType::kI32;
+    elem = 4;
+  } else if (descr.starts_with("'<i8'")) {
+    a.dtype = DType::kI64;
+    elem = 8;
+  } else
+    return Unimplemented(".npy dtype " + std::string(descr.substr(0, descr.find(','))) +
+                         " is not supported (use <f4, <f8, <i4 or <i8)");
+  if (!order.starts_with("False"))
+    return Unimplemented(".npy in Fortran order is not supported; save C order");
   if (shape.empty() || shape[0] != '(') return DataLoss(".npy shape is malformed");
   const size_t close = shape.find(')');
   if (close == std::string_view::npos) return DataLoss(".npy shape is malformed");
@@ -116,8 +167,8 @@ Result<NpyArray> ParseNpy(std::string_view data) {
     // Bound the product of the non-zero dims, not the running product: a zero dim would otherwise let
     // later dims grow without limit and overflow elements() (e.g. shape (0, 2**40, 2**40)), and checking
     // only after the multiply lets (2**40, 2**40) wrap to 0.
-    if (d != 0 && (__builtin_mul_overflow(nonzero_product, d, &nonzero_product) ||
-                   nonzero_product > (1ull << 40))) {
+    if (d != 0 &&
+        (__builtin_mul_overflow(nonzero_product, d, &nonzero_product) || nonzero_product > (1ull << 40))) {
       return OutOfRange(".npy holds too many elements");
     }
     total *= d;
@@ -146,7 +197,8 @@ Status WriteNpy(const std::string& path, const NpyArray& a) {
   if (descr == nullptr) return Unimplemented("WriteNpy writes f32 or i64 only");
   std::ostringstream h;
   h << "{'descr': '" << descr << "', 'fortran_order': False, 'shape': (";
-  for (size_t i = 0; i < a.shape.size(); ++i) h << a.shape[i] << (a.shape.size() == 1 || i + 1 < a.shape.size() ? "," : "");
+  for (size_t i = 0; i < a.shape.size(); ++i)
+    h << a.shape[i] << (a.shape.size() == 1 || i + 1 < a.shape.size() ? "," : "");
   h << "), }";
   std::string header = h.str();
   while ((10 + header.size() + 1) % 64 != 0) header += ' ';

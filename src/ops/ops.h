@@ -34,8 +34,8 @@ struct Weight {
 // W row and the bias, never on m, on the team size or on alignment, so a
 // sequence decoded in pieces equals the same sequence decoded at once, bit
 // for bit. An unsupported W dtype (a caller bug) fills Y with NaN.
-void MatMul(const float* x, size_t m, size_t ldx, const Weight& w, const float* bias, float* y,
-            size_t ldy, ThreadTeam& team);
+void MatMul(const float* x, size_t m, size_t ldx, const Weight& w, const float* bias, float* y, size_t ldy,
+            ThreadTeam& team);
 
 // Dot product of two f32 vectors.
 float Dot(const float* a, const float* b, size_t n);
@@ -83,8 +83,8 @@ void CausalDepthwiseConv(const float* x, size_t t, size_t ldx, size_t c, const f
 
 // One query against n keys: out[d] = Σ_j softmax_j(scale · q·K[j]) · V[j].
 // K and V rows are ld_k / ld_v apart. scores is scratch of at least n floats.
-void AttendOne(const float* q, const float* keys, size_t ld_k, const float* values, size_t ld_v,
-               size_t n, size_t d, float scale, float* scores, float* out);
+void AttendOne(const float* q, const float* keys, size_t ld_k, const float* values, size_t ld_v, size_t n,
+               size_t d, float scale, float* scores, float* out);
 
 // Index of the first maximal element (ties go to the lowest index). NaNs
 // never win; all-NaN input or n == 0 gives 0.
@@ -96,8 +96,7 @@ const char* ChosenTarget();
 
 namespace ref {
 // The plain scalar versions, same contracts (MatMul runs on one thread).
-void MatMul(const float* x, size_t m, size_t ldx, const Weight& w, const float* bias, float* y,
-            size_t ldy);
+void MatMul(const float* x, size_t m, size_t ldx, const Weight& w, const float* bias, float* y, size_t ldy);
 float Dot(const float* a, const float* b, size_t n);
 void RmsNorm(const float* x, const float* w, size_t n, float eps, float* y);
 void RopeSplitHalf(float* x, size_t d, const float* cos, const float* sin);
@@ -110,8 +109,8 @@ void Scale(const float* a, float s, float* out, size_t n);
 void AccumulateBf16(const uint16_t* row, float* acc, size_t n);
 void CausalDepthwiseConv(const float* x, size_t t, size_t ldx, size_t c, const float* w, size_t k,
                          float* state, float* y, size_t ldy);
-void AttendOne(const float* q, const float* keys, size_t ld_k, const float* values, size_t ld_v,
-               size_t n, size_t d, float scale, float* scores, float* out);
+void AttendOne(const float* q, const float* keys, size_t ld_k, const float* values, size_t ld_v, size_t n,
+               size_t d, float scale, float* scores, float* out);
 size_t ArgMax(const float* x, size_t n);
 }  // namespace ref
 

@@ -29,8 +29,8 @@
 #include <vector>
 
 #include "base/aligned.h"
-#include "tensor/dtype.h"
 #include "ops/ops_test_util.h"
+#include "tensor/dtype.h"
 #include "threading/thread_team.h"
 
 namespace lfmvox::ops {
@@ -53,7 +53,6 @@ std::vector<size_t> Sizes() {
   for (size_t n : {127, 128, 129, 1000, 1282, 4099}) s.push_back(n);
   return s;
 }
-
 
 // The largest |error| / bound a test met, printed when it ends so that the
 // margin of each bound can be read off the log.

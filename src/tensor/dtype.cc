@@ -6,16 +6,29 @@ namespace lfmvox {
 
 size_t DTypeSize(DType t) {
   switch (t) {
-    case DType::kF64: case DType::kI64: return 8;
-    case DType::kF32: case DType::kI32: return 4;
-    case DType::kBF16: case DType::kF16: case DType::kI16: return 2;
-    case DType::kI8: case DType::kU8: case DType::kBool: return 1;
+    case DType::kF64:
+    case DType::kI64:
+      return 8;
+    case DType::kF32:
+    case DType::kI32:
+      return 4;
+    case DType::kBF16:
+    case DType::kF16:
+    case DType::kI16:
+      return 2;
+    case DType::kI8:
+    case DType::kU8:
+    case DType::kBool:
+      return 1;
   }
   return 0;
 }
 
 namespace {
-struct Name { DType t; const char* s; };
+struct Name {
+  DType t;
+  const char* s;
+};
 constexpr Name kNames[] = {
     {DType::kF32, "F32"}, {DType::kBF16, "BF16"}, {DType::kF16, "F16"}, {DType::kF64, "F64"},
     {DType::kI64, "I64"}, {DType::kI32, "I32"},   {DType::kI16, "I16"}, {DType::kI8, "I8"},
@@ -24,13 +37,17 @@ constexpr Name kNames[] = {
 }  // namespace
 
 const char* DTypeName(DType t) {
-  for (const Name& n : kNames) if (n.t == t) return n.s;
+  for (const Name& n : kNames)
+    if (n.t == t) return n.s;
   return "?";
 }
 
 bool ParseDType(std::string_view s, DType* out) {
   for (const Name& n : kNames) {
-    if (s == n.s) { *out = n.t; return true; }
+    if (s == n.s) {
+      *out = n.t;
+      return true;
+    }
   }
   return false;
 }
@@ -38,9 +55,12 @@ bool ParseDType(std::string_view s, DType* out) {
 float F16ToF32(uint16_t h) {
   const uint32_t sign = (h >> 15) & 1u, exp = (h >> 10) & 0x1fu, man = h & 0x3ffu;
   float v;
-  if (exp == 0) v = std::ldexp(static_cast<float>(man), -24);
-  else if (exp == 31) v = man ? NAN : INFINITY;
-  else v = std::ldexp(static_cast<float>(man | 0x400u), static_cast<int>(exp) - 25);
+  if (exp == 0)
+    v = std::ldexp(static_cast<float>(man), -24);
+  else if (exp == 31)
+    v = man ? NAN : INFINITY;
+  else
+    v = std::ldexp(static_cast<float>(man | 0x400u), static_cast<int>(exp) - 25);
   return sign ? -v : v;
 }
 

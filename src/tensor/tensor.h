@@ -20,7 +20,8 @@ struct Shape {
 
   Shape() = default;
   Shape(std::initializer_list<int64_t> d) {
-    for (int64_t x : d) if (rank < kMaxDims) dim[rank++] = x;
+    for (int64_t x : d)
+      if (rank < kMaxDims) dim[rank++] = x;
   }
   int64_t operator[](int i) const { return dim[i]; }
   int64_t elements() const {
@@ -30,7 +31,8 @@ struct Shape {
   }
   bool operator==(const Shape& o) const {
     if (rank != o.rank) return false;
-    for (int i = 0; i < rank; ++i) if (dim[i] != o.dim[i]) return false;
+    for (int i = 0; i < rank; ++i)
+      if (dim[i] != o.dim[i]) return false;
     return true;
   }
   std::string ToString() const;  // "[1282, 512]"
@@ -44,7 +46,9 @@ struct TensorView {
   int64_t elements() const { return shape.elements(); }
   size_t bytes() const { return static_cast<size_t>(elements()) * DTypeSize(dtype); }
   template <typename T>
-  const T* as() const { return static_cast<const T*>(data); }
+  const T* as() const {
+    return static_cast<const T*>(data);
+  }
 };
 
 }  // namespace lfmvox

@@ -1,0 +1,31 @@
+// Loading helpers shared by every model: checkpoint tensors become kernel
+// weight views (zero-copy into the mmap) or small owned f32 vectors.
+#pragma once
+
+#include <string>
+
+#include "base/aligned.h"
+#include "base/status.h"
+#include "io/safetensors.h"
+#include "ops/ops.h"
+
+namespace lfmvox {
+
+// A [rows, cols] matrix used in place (BF16 or F32). The checkpoint must
+// outlive the returned view.
+Result<ops::Weight> LoadMatrix(const Checkpoint& ckpt, const std::string& name, int64_t rows, int64_t cols);
+// The same for a tensor stored with another shape of rows·cols elements
+// (a 1×1 convolution's [out, in, 1, 1] used as the matrix [out, in]).
+Result<ops::Weight> LoadMatrix(const Checkpoint& ckpt, const std::string& name, const Shape& stored,
+                               int64_t rows, int64_t cols);
+
+// A tensor of the given shape widened to f32 into an owned buffer (norm
+// weights, biases, conv taps, windows: small and read often).
+Status LoadF32(const Checkpoint& ckpt, const std::string& name, const Shape& shape,
+               AlignedBuffer<float>* out);
+
+// acc[cols] += row `row` of a BF16 or F32 table (embedding lookups that are
+// summed: audio frames, fused codebooks).
+void AccumulateRow(const ops::Weight& table, size_t row, float* acc);
+
+}  // namespace lfmvox

@@ -1,0 +1,51 @@
+// The LFM2 backbone of LFM2.5-Audio: token and audio-frame embeddings, the
+// LFM2 stack (full causal attention), and the tied text head.
+//   text position:      x = embed_tokens[id]
+//   audio-out position: x = Σ_k audio_embedding[code_k + codebook_offsets[k]]
+//   audio-in position:  x = adapter output (the encoder's, issue 4)
+//   text logits:        embed_tokens · final_norm(h)
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "base/status.h"
+#include "io/safetensors.h"
+#include "models/lfm25_audio/lfm2_stack.h"
+
+namespace lfmvox {
+
+class ThreadTeam;
+
+class Lfm2Backbone {
+ public:
+  // Reads lfm.* (stack, embed_tokens), audio_embedding.embedding.weight and
+  // codebook_offsets. The checkpoint must outlive the backbone.
+  static Result<Lfm2Backbone> Load(const Checkpoint& ckpt, const Lfm2Config& config, int num_codebooks);
+
+  const Lfm2Stack& stack() const { return stack_; }
+  int hidden() const { return stack_.config().hidden_size; }
+  int vocab() const { return static_cast<int>(embed_.rows); }  // rows of embed_tokens = text logits
+  int num_codebooks() const { return static_cast<int>(offsets_.size()); }
+  // Codes per codebook in the audio embedding (2049: 2048 codes + end-of-audio).
+  int audio_vocab() const { return audio_vocab_; }
+  // Bytes of weights one decode step reads (stack + one text head pass).
+  size_t step_weight_bytes() const;
+
+  // out [H] = embed_tokens[id]; id must be in [0, vocab()).
+  Status EmbedToken(int32_t id, float* out) const;
+  // out [H] = Σ_k audio_embedding[codes[k] + offset_k]; codes in [0, audio_vocab()).
+  Status EmbedAudioFrame(std::span<const int32_t> codes, float* out) const;
+  // logits [vocab] = embed_tokens · h for one final-normed hidden state h [H].
+  void TextLogits(const float* h, float* logits, ThreadTeam& team) const;
+
+ private:
+  Lfm2Stack stack_;
+  ops::Weight embed_;             // [vocab, H]
+  ops::Weight audio_;             // [num_codebooks·audio_vocab, H]
+  std::vector<int64_t> offsets_;  // [num_codebooks] row offset of each codebook in audio_
+  int audio_vocab_ = 0;
+};
+
+}  // namespace lfmvox
