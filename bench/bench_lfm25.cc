@@ -99,7 +99,7 @@ int main(int argc, char** argv) {
     }
     const double step = (Now() - t0) / steps;
     // Depthformer frames from the last hidden state.
-    auto depth = DepthformerState::Create((*model)->depthformer(), threads);
+    auto depth = DepthformerScratch::Create((*model)->depthformer(), 1, threads);
     auto sampler = Sampler::Create(SamplingParams::Lfm25TtsAudio(), static_cast<size_t>(bb.audio_vocab()));
     Rng rng(1);
     std::vector<int32_t> codes(static_cast<size_t>((*model)->config().codebooks));

@@ -62,6 +62,12 @@ void Expect(const std::string& what, const float* port, const std::vector<float>
   if (std::getenv("LFMVOX_TEST_VERBOSE")) std::printf("  %-28s %.3g of scale\n", what.c_str(), d.rel());
 }
 
+// One sequence through the stack with a scratch sized for this call.
+Status Forward(const Lfm2Stack& stack, Lfm2State& st, float* x, size_t n, ThreadTeam& team, TraceSink* sink) {
+  LFM_ASSIGN_OR_RETURN(Lfm2Scratch scratch, Lfm2Scratch::Create(stack, n, st.max_keys(), team.size()));
+  return Lfm2Forward(stack, st, x, n, scratch, team, sink);
+}
+
 // Runs rows through a fresh state (one call), checking every layer output,
 // the final norm of every row and the last row's text logits against
 // `group`'s traces.
@@ -69,10 +75,10 @@ void CheckForward(Case& c, const std::string& name, const std::string& group, st
                   double tol, Lfm2State* state_out = nullptr) {
   const size_t H = static_cast<size_t>(c.config.lfm.hidden_size);
   ThreadTeam team(2);
-  auto st = Lfm2State::Create(c.backbone->stack(), L, 512, 2);
+  auto st = Lfm2State::Create(c.backbone->stack(), L, 512);
   ASSERT_TRUE(st.ok());
   CollectingSink sink;
-  ASSERT_TRUE(Lfm2Forward(c.backbone->stack(), *st, x.data(), L, team, &sink).ok());
+  ASSERT_TRUE(Forward(c.backbone->stack(), *st, x.data(), L, team, &sink).ok());
   for (int i = 0; i < c.config.lfm.num_layers; ++i) {
     const std::string n = "layer" + std::to_string(i) + "_out";
     Expect(group + "/" + n, sink.tensors[n].data(), LoadTrace(Trace(name, group + "__" + n)).ToFloat(), tol);
@@ -107,7 +113,7 @@ TEST_P(Backbone, PrefillWithCaches) {
   for (const std::string group : {"prefill", "prefill_speech"}) {
     const NpyArray in = LoadTrace(Trace(GetParam(), group + "__in_emb"));
     const size_t L = static_cast<size_t>(in.shape[0]), H = static_cast<size_t>(in.shape[1]);
-    Lfm2State st = std::move(Lfm2State::Create(c.backbone->stack(), 1, 1, 1)).value();
+    Lfm2State st = std::move(Lfm2State::Create(c.backbone->stack(), 1, 1)).value();
     CheckForward(c, GetParam(), group, in.ToFloat(), L, 1e-4, &st);
     const Lfm2Config& cfg = c.config.lfm;
     const size_t K = static_cast<size_t>(cfg.conv_kernel), hd = static_cast<size_t>(cfg.head_dim);
@@ -149,23 +155,23 @@ TEST_P(Backbone, CachedDecodeSteps) {
   const size_t L = static_cast<size_t>(in.shape[0]), H = static_cast<size_t>(in.shape[1]);
   const std::vector<int64_t> ids = LoadTrace(Trace(GetParam(), "decode__step_ids")).ToInt64();
   ThreadTeam team(1);
-  auto st = Lfm2State::Create(c.backbone->stack(), L + ids.size(), 512, 1);
+  auto st = Lfm2State::Create(c.backbone->stack(), L + ids.size(), 512);
   ASSERT_TRUE(st.ok());
   std::vector<float> x = in.ToFloat();
-  ASSERT_TRUE(Lfm2Forward(c.backbone->stack(), *st, x.data(), L, team, nullptr).ok());
+  ASSERT_TRUE(Forward(c.backbone->stack(), *st, x.data(), L, team, nullptr).ok());
   std::vector<float> all = in.ToFloat();  // the uncached run: prompt + the 4 ids
   all.resize((L + ids.size()) * H);
   for (size_t j = 0; j < ids.size(); ++j) {
     std::vector<float> row(H);
     ASSERT_TRUE(c.backbone->EmbedToken(static_cast<int32_t>(ids[j]), row.data()).ok());
     std::copy(row.begin(), row.end(), all.begin() + static_cast<long>((L + j) * H));
-    ASSERT_TRUE(Lfm2Forward(c.backbone->stack(), *st, row.data(), 1, team, nullptr).ok());
+    ASSERT_TRUE(Forward(c.backbone->stack(), *st, row.data(), 1, team, nullptr).ok());
     Lfm2FinalNorm(c.backbone->stack(), row.data(), 1, row.data());
     Expect("decode/step" + std::to_string(j) + "_hidden", row.data(),
            LoadTrace(Trace(GetParam(), "decode__step" + std::to_string(j) + "_hidden")).ToFloat(), 5e-5);
   }
-  auto fresh = Lfm2State::Create(c.backbone->stack(), L + ids.size(), 512, 1);
-  ASSERT_TRUE(Lfm2Forward(c.backbone->stack(), *fresh, all.data(), L + ids.size(), team, nullptr).ok());
+  auto fresh = Lfm2State::Create(c.backbone->stack(), L + ids.size(), 512);
+  ASSERT_TRUE(Forward(c.backbone->stack(), *fresh, all.data(), L + ids.size(), team, nullptr).ok());
   Lfm2FinalNorm(c.backbone->stack(), all.data() + L * H, ids.size(), all.data() + L * H);
   Expect("decode/uncached_hidden", all.data() + L * H,
          LoadTrace(Trace(GetParam(), "decode__uncached_hidden")).ToFloat(), 5e-5);
@@ -205,9 +211,9 @@ TEST_P(Backbone, AudioOutHistory) {
   }
   EXPECT_EQ(ai, frames);
   ThreadTeam team(1);
-  auto st = Lfm2State::Create(c.backbone->stack(), L, 512, 1);
+  auto st = Lfm2State::Create(c.backbone->stack(), L, 512);
   std::vector<float> x = ref;
-  ASSERT_TRUE(Lfm2Forward(c.backbone->stack(), *st, x.data(), L, team, nullptr).ok());
+  ASSERT_TRUE(Forward(c.backbone->stack(), *st, x.data(), L, team, nullptr).ok());
   Lfm2FinalNorm(c.backbone->stack(), x.data(), L, x.data());
   Expect("prefill2/last_hidden", x.data(), LoadTrace(Trace(GetParam(), "prefill2__last_hidden")).ToFloat(),
          1e-4);

@@ -119,7 +119,7 @@ std::vector<float> InHidden(const std::string& case_name) {
 std::vector<int32_t> GreedyFrame(const Depthformer& df, const std::vector<float>& h, int threads,
                                  TraceSink* sink) {
   ThreadTeam team(threads);
-  Result<DepthformerState> st = DepthformerState::Create(df, threads);
+  Result<DepthformerScratch> st = DepthformerScratch::Create(df, 1, threads);
   EXPECT_TRUE(st.ok()) << st.status().ToString();
   Result<Sampler> sampler =
       Sampler::Create(SamplingParams::Greedy(), static_cast<size_t>(df.config().codebook_vocab));
@@ -390,7 +390,7 @@ TEST(DepthformerRun, RejectsMismatchedSamplerAndTeam) {
   Loaded l = LoadCase("lfm25_tiny");
   ASSERT_TRUE(l.model);
   const std::vector<float> h = InHidden("lfm25_tiny");
-  auto st = DepthformerState::Create(*l.model, 1);
+  auto st = DepthformerScratch::Create(*l.model, 1, 1);
   ASSERT_TRUE(st.ok());
   std::vector<int32_t> codes(8);
   Rng rng(0);
@@ -418,7 +418,7 @@ TEST(DepthformerAllocation, NoHeapAllocationPerFrame) {
   for (int threads : {1, 2}) {
     for (const SamplingParams& p : {SamplingParams::Greedy(), SamplingParams::Lfm25TtsAudio()}) {
       ThreadTeam team(threads);
-      auto st = DepthformerState::Create(*l.model, threads);
+      auto st = DepthformerScratch::Create(*l.model, 1, threads);
       auto sampler = Sampler::Create(p, 2049);
       ASSERT_TRUE(st.ok() && sampler.ok());
       Rng rng(7);

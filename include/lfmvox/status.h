@@ -18,6 +18,7 @@ enum class StatusCode {
   kUnimplemented,    // valid input this build does not support
   kInternal,         // a broken invariant inside lfmvox (a bug)
   kIo,               // the operating system refused (open, mmap, write)
+  kCancelled,        // the caller asked the call to stop (Cancel())
 };
 
 const char* StatusCodeName(StatusCode code);
@@ -55,6 +56,7 @@ inline Status OutOfRange(std::string m) { return Status(StatusCode::kOutOfRange,
 inline Status Unimplemented(std::string m) { return Status(StatusCode::kUnimplemented, std::move(m)); }
 inline Status Internal(std::string m) { return Status(StatusCode::kInternal, std::move(m)); }
 inline Status IoError(std::string m) { return Status(StatusCode::kIo, std::move(m)); }
+inline Status Cancelled(std::string m) { return Status(StatusCode::kCancelled, std::move(m)); }
 
 // Holds either a value or a non-OK Status.
 template <typename T>

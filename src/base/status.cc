@@ -21,6 +21,8 @@ const char* StatusCodeName(StatusCode code) {
       return "unsupported";
     case StatusCode::kInternal:
       return "internal error";
+    case StatusCode::kCancelled:
+      return "cancelled";
     case StatusCode::kIo:
       return "i/o error";
   }

@@ -11,6 +11,9 @@
 
 namespace lfmvox {
 
+// The largest team any API accepts (a sanity bound on user input, far above any real machine).
+inline constexpr int kMaxThreads = 256;
+
 class ThreadTeam {
  public:
   // num_threads counts the caller: ThreadTeam(2) starts one worker thread.

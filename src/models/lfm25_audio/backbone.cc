@@ -74,8 +74,8 @@ Status Lfm2Backbone::EmbedAudioFrame(std::span<const int32_t> codes, float* out)
   return Status::Ok();
 }
 
-void Lfm2Backbone::TextLogits(const float* h, float* logits, ThreadTeam& team) const {
-  ops::MatMul(h, 1, embed_.cols, embed_, nullptr, logits, embed_.rows, team);
+void Lfm2Backbone::TextLogits(const float* h, size_t n, float* logits, ThreadTeam& team) const {
+  ops::MatMul(h, n, embed_.cols, embed_, nullptr, logits, embed_.rows, team);
 }
 
 }  // namespace lfmvox

@@ -528,7 +528,7 @@ void AudioEncoder::ConvModule(const Layer& L, size_t t, EncoderScratch& s, Threa
 }
 
 Status AudioEncoder::Encode(const float* mel, size_t frames, float* out, EncoderScratch& s, ThreadTeam& team,
-                            TraceSink* sink) const {
+                            TraceSink* sink, const std::atomic<bool>* cancel) const {
   if (frames > s.max_frames_) {
     return OutOfRange(
         StrFormat("%zu mel frames exceed the %zu this encoder scratch was sized for", frames, s.max_frames_));
@@ -561,6 +561,8 @@ Status AudioEncoder::Encode(const float* mel, size_t frames, float* out, Encoder
     Residual(x, tmp, t * d, 0.5f);
   };
   for (size_t li = 0; li < layers_.size(); ++li) {
+    if (cancel && cancel->load(std::memory_order_relaxed))
+      return Cancelled("the audio encoding was cancelled");
     const Layer& L = layers_[li];
     feed_forward(L.norm_ff1, L.ff1_in, L.ff1_out);
     LayerNormRows(x, t, L.norm_att, d, eps, xn, team);

@@ -14,6 +14,7 @@
 // after subsampling, H = backbone hidden size.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -113,8 +114,9 @@ class AudioEncoder {
   // Trace names: pre_encode_out [T', d], pos_emb [2T'−1, d], layer{i}_out
   // [T', d], out [T', d] (the conformer output as rows; the reference returns
   // it channels first, [d, T']), adapter_out [T', H].
+  // `cancel` (optional) is polled between layers: when set, Encode stops with kCancelled.
   Status Encode(const float* mel, size_t frames, float* out, EncoderScratch& scratch, ThreadTeam& team,
-                TraceSink* sink) const;
+                TraceSink* sink, const std::atomic<bool>* cancel = nullptr) const;
 
   const ConformerConfig& config() const { return config_; }
   int backbone_hidden() const { return backbone_hidden_; }

@@ -1,13 +1,13 @@
 #include "models/lfm25_audio/depthformer.h"
 
 #include <cmath>
-#include <cstdio>
 #include <cstring>
 #include <nlohmann/json.hpp>
 #include <string>
 
 #include "blocks/weights.h"
 #include "io/json_config.h"
+#include "ops/ops.h"
 #include "threading/thread_team.h"
 
 namespace lfmvox {
@@ -70,14 +70,6 @@ bool SameContents(const ops::Weight& a, const ops::Weight& b) {
          std::memcmp(a.data, b.data, MatrixBytes(a)) == 0;
 }
 
-// Records the [D] or [V] vector of codebook k under fmt ("cb%zu_out").
-void TraceCodebook(TraceSink* sink, const char* fmt, size_t k, const float* x, size_t n) {
-  if (sink == nullptr) return;
-  char name[32];
-  std::snprintf(name, sizeof name, fmt, k);
-  sink->Record(name, x, 1, n, n);
-}
-
 }  // namespace
 
 Result<Depthformer> Depthformer::Load(const Checkpoint& ckpt, const json& model_config, int backbone_hidden) {
@@ -92,24 +84,21 @@ Result<Depthformer> Depthformer::Load(const Checkpoint& ckpt, const json& model_
   Depthformer m;
   m.config_ = c;
   m.backbone_hidden_ = backbone_hidden;
-  LFM_ASSIGN_OR_RETURN(m.depth_linear_, LoadMatrix(ckpt, "depth_linear.weight", C * D, H));
-  LFM_RETURN_IF_ERROR(LoadF32(ckpt, "depth_linear.bias", Shape{C * D}, &m.depth_linear_bias_));
+  LFM_RETURN_IF_ERROR(LoadLinear(ckpt, "depth_linear", C * D, H, true, &m.depth_linear_));
 
   m.layers_.resize(static_cast<size_t>(c.layers));
   for (int j = 0; j < c.layers; ++j) {
     DepthformerLayer& L = m.layers_[static_cast<size_t>(j)];
     const std::string p = "depthformer.layers." + std::to_string(j) + ".";
-    LFM_RETURN_IF_ERROR(LoadF32(ckpt, p + "operator_norm.weight", Shape{D}, &L.operator_norm));
-    LFM_RETURN_IF_ERROR(LoadF32(ckpt, p + "ffn_norm.weight", Shape{D}, &L.ffn_norm));
-    LFM_ASSIGN_OR_RETURN(L.qkv_proj, LoadMatrix(ckpt, p + "operator.qkv_proj.weight", Q + 2 * KV, D));
-    LFM_ASSIGN_OR_RETURN(L.out_proj, LoadMatrix(ckpt, p + "operator.out_proj.weight", D, Q));
+    LFM_RETURN_IF_ERROR(LoadRmsNorm(ckpt, p + "operator_norm.weight", D, c.eps, &L.operator_norm));
+    LFM_RETURN_IF_ERROR(LoadRmsNorm(ckpt, p + "ffn_norm.weight", D, c.eps, &L.ffn_norm));
+    LFM_RETURN_IF_ERROR(LoadLinear(ckpt, p + "operator.qkv_proj", Q + 2 * KV, D, false, &L.qkv_proj));
+    LFM_RETURN_IF_ERROR(LoadLinear(ckpt, p + "operator.out_proj", D, Q, false, &L.out_proj));
     LFM_RETURN_IF_ERROR(
-        LoadF32(ckpt, p + "operator.bounded_attention.q_layernorm.weight", Shape{hd}, &L.q_norm));
+        LoadRmsNorm(ckpt, p + "operator.bounded_attention.q_layernorm.weight", hd, c.eps, &L.q_norm));
     LFM_RETURN_IF_ERROR(
-        LoadF32(ckpt, p + "operator.bounded_attention.k_layernorm.weight", Shape{hd}, &L.k_norm));
-    LFM_ASSIGN_OR_RETURN(L.w1, LoadMatrix(ckpt, p + "feed_forward.w1.weight", F, D));
-    LFM_ASSIGN_OR_RETURN(L.w3, LoadMatrix(ckpt, p + "feed_forward.w3.weight", F, D));
-    LFM_ASSIGN_OR_RETURN(L.w2, LoadMatrix(ckpt, p + "feed_forward.w2.weight", D, F));
+        LoadRmsNorm(ckpt, p + "operator.bounded_attention.k_layernorm.weight", hd, c.eps, &L.k_norm));
+    LFM_RETURN_IF_ERROR(LoadSwiGluFfn(ckpt, p + "feed_forward.", D, F, &L.ffn));
   }
 
   m.codebooks_.resize(static_cast<size_t>(C));
@@ -117,7 +106,7 @@ Result<Depthformer> Depthformer::Load(const Checkpoint& ckpt, const json& model_
     DepthCodebook& cb = m.codebooks_[static_cast<size_t>(k)];
     const std::string p = "depth_embeddings." + std::to_string(k) + ".";
     LFM_ASSIGN_OR_RETURN(cb.embedding, LoadMatrix(ckpt, p + "embedding.weight", V, D));
-    LFM_RETURN_IF_ERROR(LoadF32(ckpt, p + "embedding_norm.weight", Shape{D}, &cb.norm));
+    LFM_RETURN_IF_ERROR(LoadRmsNorm(ckpt, p + "embedding_norm.weight", D, c.eps, &cb.norm));
     const std::string logits_name = p + "to_logits.weight";
     if (ckpt.Has(logits_name)) {
       LFM_ASSIGN_OR_RETURN(cb.to_logits, LoadMatrix(ckpt, logits_name, V, D));
@@ -137,31 +126,20 @@ Result<Depthformer> Depthformer::Load(const Checkpoint& ckpt, const json& model_
     }
   }
 
-  // liquid-audio's precompute_freqs_cis, in f32 as it runs there:
-  // freq[m] = 1 / θ^(f32(2m) / hd), angle = f32(pos · freq[m]); cos/sin of
-  // the angle rounded from double (complex64 table).
-  const size_t half = static_cast<size_t>(hd / 2);
-  m.rope_cos_.Reset(static_cast<size_t>(C) * half);
-  m.rope_sin_.Reset(static_cast<size_t>(C) * half);
-  for (size_t i = 0; i < half; ++i) {
-    const float e = static_cast<float>(2 * i) / static_cast<float>(hd);
-    const float freq = 1.0f / static_cast<float>(std::pow(c.rope_theta, static_cast<double>(e)));
-    for (int64_t pos = 0; pos < C; ++pos) {
-      const double a = static_cast<double>(static_cast<float>(pos) * freq);
-      m.rope_cos_[static_cast<size_t>(pos) * half + i] = static_cast<float>(std::cos(a));
-      m.rope_sin_[static_cast<size_t>(pos) * half + i] = static_cast<float>(std::sin(a));
-    }
-  }
+  // liquid-audio's precompute_freqs_cis (complex64 table, interleaved pairs) at positions 0..C-1.
+  m.rope_ = RopeTable(c.rope_theta, static_cast<size_t>(hd), RopeStyle::kInterleaved);
+  m.rope_cs_.Reset(static_cast<size_t>(C * hd));
+  for (int64_t pos = 0; pos < C; ++pos) m.rope_.Angles(pos, m.rope_cs_.data() + pos * hd);
   return m;
 }
 
 size_t Depthformer::weight_bytes() const {
   size_t stack = 0;  // read once per codebook step
   for (const DepthformerLayer& L : layers_) {
-    stack += MatrixBytes(L.qkv_proj) + MatrixBytes(L.out_proj) + MatrixBytes(L.w1) + MatrixBytes(L.w3) +
-             MatrixBytes(L.w2);
+    stack += MatrixBytes(L.qkv_proj.w) + MatrixBytes(L.out_proj.w) + MatrixBytes(L.ffn.w1.w) +
+             MatrixBytes(L.ffn.w3.w) + MatrixBytes(L.ffn.w2.w);
   }
-  size_t n = MatrixBytes(depth_linear_) + codebooks_.size() * stack;
+  size_t n = MatrixBytes(depth_linear_.w) + codebooks_.size() * stack;
   for (size_t k = 0; k < codebooks_.size(); ++k) {
     n += MatrixBytes(codebooks_[k].to_logits);
     if (k + 1 < codebooks_.size())
@@ -170,123 +148,133 @@ size_t Depthformer::weight_bytes() const {
   return n;
 }
 
-Result<DepthformerState> DepthformerState::Create(const Depthformer& m, int max_threads) {
-  if (max_threads < 1) return InvalidArgument("DepthformerState needs max_threads >= 1");
+Result<DepthformerScratch> DepthformerScratch::Create(const Depthformer& m, size_t max_batch,
+                                                      int max_threads) {
+  if (max_batch < 1) return InvalidArgument("DepthformerScratch needs max_batch >= 1");
+  if (max_threads < 1) return InvalidArgument("DepthformerScratch needs max_threads >= 1");
   const DepthformerConfig& c = m.config();
   const size_t C = static_cast<size_t>(c.num_codebooks), D = static_cast<size_t>(c.dim);
   const size_t hd = static_cast<size_t>(c.head_dim);
   const size_t Q = static_cast<size_t>(c.heads) * hd, KV = static_cast<size_t>(c.kv_heads) * hd;
   const size_t F = static_cast<size_t>(c.ffn), V = static_cast<size_t>(c.codebook_vocab);
-  DepthformerState s;
-  s.max_threads_ = max_threads;
-  s.k_.Reset(static_cast<size_t>(c.layers) * C * KV);
-  s.v_.Reset(static_cast<size_t>(c.layers) * C * KV);
-  s.in_.Reset(C * D);
-  s.x_.Reset(D);
-  s.xn_.Reset(D);
-  s.tmp_.Reset(D);
-  s.qkv_.Reset(Q + 2 * KV);
-  s.attn_.Reset(Q);
-  s.gate_.Reset(F);
-  s.up_.Reset(F);
-  s.logits_.Reset(V);
-  s.scores_ld_ = RoundUp(C, 16);
-  s.scores_.Reset(static_cast<size_t>(max_threads) * s.scores_ld_);
+  const size_t B = max_batch, H = static_cast<size_t>(m.backbone_hidden());
+  DepthformerScratch s;
+  s.model_ = &m;
+  s.max_batch_ = B;
+  s.h_.Reset(B * H);
+  s.in_.Reset(B * C * D);
+  s.x_.Reset(B * D);
+  s.xn_.Reset(B * D);
+  s.tmp_.Reset(B * D);
+  s.qkv_.Reset(B * (Q + 2 * KV));
+  s.attn_.Reset(B * Q);
+  s.gate_.Reset(B * F);
+  s.up_.Reset(B * F);
+  s.logits_.Reset(B * V);
+  s.kv_.resize(B * m.layers_.size());
+  for (KvCache& kv : s.kv_) kv.Allocate(C, KV, 0);
+  s.scores_.Allocate(C, max_threads);
+  s.seqs_.resize(B);
   return s;
 }
 
-size_t DepthformerState::bytes() const {
-  return (k_.size() + v_.size() + in_.size() + x_.size() + xn_.size() + tmp_.size() + qkv_.size() +
-          attn_.size() + gate_.size() + up_.size() + logits_.size() + scores_.size()) *
-         sizeof(float);
+size_t DepthformerScratch::bytes() const {
+  size_t n = (h_.size() + in_.size() + x_.size() + xn_.size() + tmp_.size() + qkv_.size() + attn_.size() +
+              gate_.size() + up_.size() + logits_.size() + scores_.scores.size()) *
+             sizeof(float);
+  for (const KvCache& kv : kv_) n += kv.bytes();
+  return n;
 }
 
-Status SampleAudioFrame(const Depthformer& m, DepthformerState& st, const float* h, Sampler& sampler,
-                        Rng& rng, int32_t* codes, ThreadTeam& team, TraceSink* sink) {
+Status SampleAudioFrames(const Depthformer& m, std::span<const DepthRequest> requests, DepthformerScratch& st,
+                         ThreadTeam& team, TraceSink* sink) {
   const DepthformerConfig& c = m.config_;
+  const size_t B = requests.size();
   const size_t C = static_cast<size_t>(c.num_codebooks), D = static_cast<size_t>(c.dim);
-  const size_t hd = static_cast<size_t>(c.head_dim), half = hd / 2;
+  const size_t hd = static_cast<size_t>(c.head_dim);
   const size_t heads = static_cast<size_t>(c.heads), kv_heads = static_cast<size_t>(c.kv_heads);
-  const size_t Q = heads * hd, KV = kv_heads * hd, group = heads / kv_heads;
+  const size_t Q = heads * hd, KV = kv_heads * hd, QKV = Q + 2 * KV;
   const size_t F = static_cast<size_t>(c.ffn), V = static_cast<size_t>(c.codebook_vocab);
-  if (st.in_.size() != C * D || st.logits_.size() != V || st.k_.size() != m.layers_.size() * C * KV ||
-      st.gate_.size() != F) {
-    return InvalidArgument("this DepthformerState was created for a different depthformer");
+  const size_t H = static_cast<size_t>(m.backbone_hidden_);
+  if (st.model_ != &m)
+    return InvalidArgument("this DepthformerScratch was created for a different depthformer");
+  if (B == 0) return Status::Ok();
+  if (B > st.max_batch_) {
+    return OutOfRange(
+        StrFormat("%zu frames in one call exceed the scratch's batch of %zu", B, st.max_batch_));
   }
-  if (team.size() > st.max_threads_) {
+  if (team.size() > st.scores_.threads) {
     return InvalidArgument(
-        StrFormat("a team of %d threads exceeds the %d this DepthformerState was sized for", team.size(),
-                  st.max_threads_));
+        StrFormat("a team of %d threads exceeds the %d this DepthformerScratch was sized for", team.size(),
+                  st.scores_.threads));
   }
-  if (sampler.max_vocab() < V) {
-    return InvalidArgument(
-        StrFormat("the audio sampler takes %zu logits; the depthformer yields %zu", sampler.max_vocab(), V));
+  for (const DepthRequest& r : requests) {
+    if (r.h == nullptr || r.sampler == nullptr || r.rng == nullptr || r.codes == nullptr) {
+      return InvalidArgument("a depthformer request lacks its hidden state, sampler, RNG or codes");
+    }
+    if (r.sampler->max_vocab() < V) {
+      return InvalidArgument(StrFormat("the audio sampler takes %zu logits; the depthformer yields %zu",
+                                       r.sampler->max_vocab(), V));
+    }
   }
-  const float eps = c.eps;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  float* in = st.in_.data();
-  float* x = st.x_.data();
-  float* xn = st.xn_.data();
-  float* tmp = st.tmp_.data();
-  float* q = st.qkv_.data();  // [Q] then K [KV], V [KV]
-  float* attn = st.attn_.data();
-  float* logits = st.logits_.data();
+  float* in = st.in_.data();          // [B, C·D]
+  float* x = st.x_.data();            // [B, D]
+  float* xn = st.xn_.data();          // [B, D]
+  float* tmp = st.tmp_.data();        // [B, D]
+  float* qkv = st.qkv_.data();        // [B, Q + 2KV]
+  float* attn = st.attn_.data();      // [B, Q]
+  float* logits = st.logits_.data();  // [B, V]
+  const size_t L = m.layers_.size();
 
-  ops::MatMul(h, 1, static_cast<size_t>(m.backbone_hidden_), m.depth_linear_, m.depth_linear_bias_.data(), in,
-              C * D, team);
-  if (sink) sink->Record("depth_linear_out", in, C, D, D);
+  for (size_t b = 0; b < B; ++b) std::memcpy(st.h_.data() + b * H, requests[b].h, H * sizeof(float));
+  m.depth_linear_.Forward(st.h_.data(), B, H, in, C * D, team);
+  if (sink) sink->Record("depth_linear_out", in, B * C, D, D);  // [B·C, D]
+  for (KvCache& kv : st.kv_) kv.Clear();
+  const AttentionShape shape{heads, kv_heads, hd};
 
   for (size_t k = 0; k < C; ++k) {
-    std::memcpy(x, in + k * D, D * sizeof(float));
-    if (k > 0) AccumulateRow(m.codebooks_[k - 1].embedding, static_cast<size_t>(codes[k - 1]), x);
-    TraceCodebook(sink, "cb%zu_in", k, x, D);
-    const float* cos = m.rope_cos_.data() + k * half;
-    const float* sin = m.rope_sin_.data() + k * half;
-
-    for (size_t j = 0; j < m.layers_.size(); ++j) {
-      const DepthformerLayer& L = m.layers_[j];
-      float* kc = st.k_.data() + j * C * KV;  // [C, KV] this layer's keys; row k is this step's
-      float* vc = st.v_.data() + j * C * KV;
-
-      ops::RmsNorm(x, L.operator_norm.data(), D, eps, xn);
-      ops::MatMul(xn, 1, D, L.qkv_proj, nullptr, q, Q + 2 * KV, team);
-      for (size_t hh = 0; hh < heads; ++hh) {
-        float* v = q + hh * hd;
-        ops::RmsNorm(v, L.q_norm.data(), hd, eps, v);
-        ops::RopeInterleaved(v, hd, cos, sin);
-      }
-      for (size_t g = 0; g < kv_heads; ++g) {
-        float* v = q + Q + g * hd;
-        ops::RmsNorm(v, L.k_norm.data(), hd, eps, v);
-        ops::RopeInterleaved(v, hd, cos, sin);
-      }
-      std::memcpy(kc + k * KV, q + Q, KV * sizeof(float));
-      std::memcpy(vc + k * KV, q + Q + KV, KV * sizeof(float));
-      // One query per head against the k + 1 cached positions: no mask needed.
-      team.Run(heads, [&](size_t hh, int thread) {
-        const size_t g = hh / group;
-        ops::AttendOne(q + hh * hd, kc + g * hd, KV, vc + g * hd, KV, k + 1, hd, scale,
-                       st.scores_.data() + static_cast<size_t>(thread) * st.scores_ld_, attn + hh * hd);
-      });
-      ops::MatMul(attn, 1, Q, L.out_proj, nullptr, tmp, D, team);
-      ops::Add(x, tmp, x, D);
-
-      ops::RmsNorm(x, L.ffn_norm.data(), D, eps, xn);
-      ops::MatMul(xn, 1, D, L.w1, nullptr, st.gate_.data(), F, team);
-      ops::MatMul(xn, 1, D, L.w3, nullptr, st.up_.data(), F, team);
-      ops::SwiGlu(st.gate_.data(), st.up_.data(), st.gate_.data(), F);
-      ops::MatMul(st.gate_.data(), 1, F, L.w2, nullptr, tmp, D, team);
-      ops::Add(x, tmp, x, D);
+    for (size_t b = 0; b < B; ++b) {
+      float* xb = x + b * D;
+      std::memcpy(xb, in + b * C * D + k * D, D * sizeof(float));
+      if (k > 0)
+        AccumulateRow(m.codebooks_[k - 1].embedding, static_cast<size_t>(requests[b].codes[k - 1]), xb);
     }
-    TraceCodebook(sink, "cb%zu_out", k, x, D);
+    TraceIndexed(sink, "cb%zu_in", k, x, B, D, D);
+
+    for (size_t j = 0; j < L; ++j) {
+      const DepthformerLayer& Lj = m.layers_[j];
+      Lj.operator_norm.Forward(x, B, D, xn, D);
+      Lj.qkv_proj.Forward(xn, B, D, qkv, QKV, team);
+      // Each frame's row k of its own per-frame cache; one query per head against the k + 1
+      // cached positions: no mask needed.
+      for (size_t b = 0; b < B; ++b) st.seqs_[b] = {&st.kv_[b * L + j], b, 1, m.rope_cs_.data() + k * hd, 0};
+      AttendSequences(shape, Lj.q_norm, Lj.k_norm, m.rope_, {st.seqs_.data(), B}, qkv, QKV, qkv + Q,
+                      qkv + Q + KV, QKV, attn, Q, st.scores_, team);
+      Lj.out_proj.Forward(attn, B, Q, tmp, D, team);
+      ops::Add(x, tmp, x, B * D);
+
+      Lj.ffn_norm.Forward(x, B, D, xn, D);
+      Lj.ffn.Forward(xn, B, st.gate_.data(), st.up_.data(), tmp, team);
+      ops::Add(x, tmp, x, B * D);
+    }
+    TraceIndexed(sink, "cb%zu_out", k, x, B, D, D);
 
     const DepthCodebook& cb = m.codebooks_[k];
-    ops::RmsNorm(x, cb.norm.data(), D, eps, xn);
-    ops::MatMul(xn, 1, D, cb.to_logits, nullptr, logits, V, team);
-    TraceCodebook(sink, "cb%zu_logits", k, logits, V);
-    LFM_ASSIGN_OR_RETURN(codes[k], sampler.Sample({logits, V}, rng));
+    cb.norm.Forward(x, B, D, xn, D);
+    ops::MatMul(xn, B, D, cb.to_logits, nullptr, logits, V, team);
+    TraceIndexed(sink, "cb%zu_logits", k, logits, B, V, V);
+    for (size_t b = 0; b < B; ++b) {
+      const DepthRequest& r = requests[b];
+      LFM_ASSIGN_OR_RETURN(r.codes[k], r.sampler->Sample({logits + b * V, V}, *r.rng));
+    }
   }
   return Status::Ok();
+}
+
+Status SampleAudioFrame(const Depthformer& m, DepthformerScratch& scratch, const float* h, Sampler& sampler,
+                        Rng& rng, int32_t* codes, ThreadTeam& team, TraceSink* sink) {
+  const DepthRequest r{h, &sampler, &rng, codes};
+  return SampleAudioFrames(m, {&r, 1}, scratch, team, sink);
 }
 
 }  // namespace lfmvox

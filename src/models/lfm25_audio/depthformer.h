@@ -11,8 +11,8 @@
 // attention: qkv_proj rows [Q | K | V], per-head RMSNorm on q and k, then
 // interleaved-pair RoPE (position = codebook index), GQA, scale 1/√hd.
 //
-// Depthformer holds the weights (immutable, shared); DepthformerState one
-// session's K/V cache and scratch, sized once. Shapes: C = codebooks,
+// Depthformer holds the weights (immutable, shared); DepthformerScratch the activations and
+// per-frame K/V of one batched call (a worker's), sized once. Shapes: C = codebooks,
 // D = dim, H = backbone hidden, hd = head dim, Q = heads·hd, KV = kv_heads·hd,
 // F = ffn, V = codebook_vocab.
 #pragma once
@@ -20,19 +20,26 @@
 #include <cstddef>
 #include <cstdint>
 #include <nlohmann/json_fwd.hpp>
+#include <span>
 #include <vector>
 
 #include "base/aligned.h"
 #include "base/status.h"
+#include "base/trace.h"
+#include "blocks/attention.h"
+#include "blocks/glu_ffn.h"
+#include "blocks/linear.h"
+#include "blocks/norm.h"
+#include "blocks/rope.h"
 #include "blocks/sampling.h"
 #include "io/safetensors.h"
-#include "models/lfm25_audio/lfm2_stack.h"
 #include "ops/ops.h"
 
 namespace lfmvox {
 
 class ThreadTeam;
-class DepthformerState;
+class DepthformerScratch;
+struct DepthRequest;
 
 struct DepthformerConfig {
   int layers = 0;  // `depthformer.layers`
@@ -56,21 +63,19 @@ struct DepthformerConfig {
 };
 
 struct DepthformerLayer {
-  AlignedBuffer<float> operator_norm;  // [D]
-  AlignedBuffer<float> ffn_norm;       // [D]
-  ops::Weight qkv_proj;                // [Q + 2KV, D]  rows Q | K | V
-  ops::Weight out_proj;                // [D, Q]
-  AlignedBuffer<float> q_norm;         // [hd]
-  AlignedBuffer<float> k_norm;         // [hd]
-  ops::Weight w1;                      // [F, D] gate
-  ops::Weight w3;                      // [F, D] up
-  ops::Weight w2;                      // [D, F] down
+  RmsNorm operator_norm;  // [D]
+  RmsNorm ffn_norm;       // [D]
+  Linear qkv_proj;        // [Q + 2KV, D]  rows Q | K | V
+  Linear out_proj;        // [D, Q]
+  RmsNorm q_norm;         // [hd]
+  RmsNorm k_norm;         // [hd]
+  SwiGluFfn ffn;          // w1, w3 [F, D], w2 [D, F]
 };
 
 struct DepthCodebook {
-  ops::Weight embedding;      // [V, D] input rows for the next codebook's step
-  ops::Weight to_logits;      // [V, D] the same table when tied
-  AlignedBuffer<float> norm;  // [D] `embedding_norm`, applied before to_logits
+  ops::Weight embedding;  // [V, D] input rows for the next codebook's step
+  ops::Weight to_logits;  // [V, D] the same table when tied
+  RmsNorm norm;           // [D] `embedding_norm`, applied before to_logits
 };
 
 class Depthformer {
@@ -91,52 +96,66 @@ class Depthformer {
   size_t weight_bytes() const;
 
  private:
-  friend class DepthformerState;
-  friend Status SampleAudioFrame(const Depthformer&, DepthformerState&, const float*, Sampler&, Rng&,
-                                 int32_t*, ThreadTeam&, TraceSink*);
+  friend class DepthformerScratch;
+  friend Status SampleAudioFrames(const Depthformer&, std::span<const DepthRequest>, DepthformerScratch&,
+                                  ThreadTeam&, TraceSink*);
 
   DepthformerConfig config_;
   int backbone_hidden_ = 0;
-  ops::Weight depth_linear_;                // [C·D, H]
-  AlignedBuffer<float> depth_linear_bias_;  // [C·D]
+  Linear depth_linear_;  // [C·D, H] with bias
   std::vector<DepthformerLayer> layers_;
   std::vector<DepthCodebook> codebooks_;
-  AlignedBuffer<float> rope_cos_;  // [C, hd/2] position k = codebook k
-  AlignedBuffer<float> rope_sin_;  // [C, hd/2]
+  RopeTable rope_;                // interleaved pairs, rope_theta
+  AlignedBuffer<float> rope_cs_;  // [C, hd] cos | sin at position k = codebook k
 };
 
-class DepthformerState {
+// One frame request of a batched call: the backbone's final-normed hidden state h [H], the
+// session's audio sampler and RNG, and where its codes [C] go.
+struct DepthRequest {
+  const float* h = nullptr;
+  Sampler* sampler = nullptr;
+  Rng* rng = nullptr;
+  int32_t* codes = nullptr;
+};
+
+// Activations of one batched call, owned by the worker that runs it: the per-frame K/V (they
+// restart every frame, so they are scratch, not session state) and every intermediate, sized once
+// for max_batch frames and a team of up to max_threads.
+class DepthformerScratch {
  public:
-  // max_threads: the largest team SampleAudioFrame will be called with.
-  static Result<DepthformerState> Create(const Depthformer& model, int max_threads);
-  size_t bytes() const;  // K/V cache + scratch
+  static Result<DepthformerScratch> Create(const Depthformer& model, size_t max_batch, int max_threads);
+  size_t max_batch() const { return max_batch_; }
+  size_t bytes() const;
 
  private:
-  friend Status SampleAudioFrame(const Depthformer&, DepthformerState&, const float*, Sampler&, Rng&,
-                                 int32_t*, ThreadTeam&, TraceSink*);
-
-  int max_threads_ = 1;
-  AlignedBuffer<float> k_;       // [layers, C, KV] after k norm and RoPE
-  AlignedBuffer<float> v_;       // [layers, C, KV]
-  AlignedBuffer<float> in_;      // [C, D] depth_linear output
-  AlignedBuffer<float> x_;       // [D] residual stream of the current codebook
-  AlignedBuffer<float> xn_;      // [D] normed input of the current op
-  AlignedBuffer<float> tmp_;     // [D] op output before the residual add
-  AlignedBuffer<float> qkv_;     // [Q + 2KV]
-  AlignedBuffer<float> attn_;    // [Q] attention output before out_proj
-  AlignedBuffer<float> gate_;    // [F]
-  AlignedBuffer<float> up_;      // [F]
-  AlignedBuffer<float> logits_;  // [V]
-  AlignedBuffer<float> scores_;  // [max_threads, scores_ld_]
-  size_t scores_ld_ = 0;
+  friend Status SampleAudioFrames(const Depthformer&, std::span<const DepthRequest>, DepthformerScratch&,
+                                  ThreadTeam&, TraceSink*);
+  const Depthformer* model_ = nullptr;
+  size_t max_batch_ = 0;
+  AlignedBuffer<float> h_;       // [B, H] the requests' hidden states, gathered
+  AlignedBuffer<float> in_;      // [B, C·D] depth_linear output
+  AlignedBuffer<float> x_;       // [B, D] residual stream of the current codebook
+  AlignedBuffer<float> xn_;      // [B, D] normed input of the current op
+  AlignedBuffer<float> tmp_;     // [B, D] op output before the residual add
+  AlignedBuffer<float> qkv_;     // [B, Q + 2KV]
+  AlignedBuffer<float> attn_;    // [B, Q] attention output before out_proj
+  AlignedBuffer<float> gate_;    // [B, F]
+  AlignedBuffer<float> up_;      // [B, F]
+  AlignedBuffer<float> logits_;  // [B, V]
+  std::vector<KvCache> kv_;      // [B · layers], each [C, KV]
+  AttentionScratch scores_;      // [threads, C]
+  std::vector<AttentionSeq> seqs_;
 };
 
-// Samples one audio frame from the backbone's final-normed hidden state
-// h [backbone_hidden] into codes [num_codebooks]. `sampler` must take
-// codebook_vocab logits; a greedy sampler draws nothing from rng. Traces
-// (when sink != null): depth_linear_out [C, D], cb{k}_in, cb{k}_out [D],
-// cb{k}_logits [V]. Allocates nothing.
-Status SampleAudioFrame(const Depthformer& model, DepthformerState& state, const float* h, Sampler& sampler,
-                        Rng& rng, int32_t* codes, ThreadTeam& team, TraceSink* sink);
+// Samples one audio frame per request, all requests in one batched pass (each weight read once
+// per codebook step for the whole batch); every request's codes equal those it gets alone.
+// Traces (when sink != null): depth_linear_out [B, C·D], cb{k}_in, cb{k}_out [B, D],
+// cb{k}_logits [B, V]. Allocates nothing.
+Status SampleAudioFrames(const Depthformer& model, std::span<const DepthRequest> requests,
+                         DepthformerScratch& scratch, ThreadTeam& team, TraceSink* sink);
+// One frame from h [backbone_hidden] into codes [num_codebooks]. `sampler` must take
+// codebook_vocab logits; a greedy sampler draws nothing from rng.
+Status SampleAudioFrame(const Depthformer& model, DepthformerScratch& scratch, const float* h,
+                        Sampler& sampler, Rng& rng, int32_t* codes, ThreadTeam& team, TraceSink* sink);
 
 }  // namespace lfmvox

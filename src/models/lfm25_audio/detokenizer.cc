@@ -90,8 +90,8 @@ size_t Lfm25Detokenizer::weight_bytes_per_frame() const {
 }
 
 Lfm25DetokenizerSession::Lfm25DetokenizerSession(const Lfm25Detokenizer& model, Lfm2State state,
-                                                 size_t max_frames)
-    : model_(model), state_(std::move(state)), max_frames_(max_frames) {}
+                                                 Lfm2Scratch scratch, size_t max_frames)
+    : model_(model), state_(std::move(state)), max_frames_(max_frames), stack_scratch_(std::move(scratch)) {}
 
 Result<std::unique_ptr<Lfm25DetokenizerSession>> Lfm25DetokenizerSession::Create(
     const Lfm25Detokenizer& model, size_t max_frames_per_call, int max_threads) {
@@ -100,9 +100,11 @@ Result<std::unique_ptr<Lfm25DetokenizerSession>> Lfm25DetokenizerSession::Create
     return InvalidArgument("max_frames_per_call must be in [1, 4096]");
   }
   const size_t rows = max_frames_per_call * static_cast<size_t>(c.upsample);
-  LFM_ASSIGN_OR_RETURN(Lfm2State state, Lfm2State::Create(model.stack(), rows, 0, max_threads));
+  LFM_ASSIGN_OR_RETURN(Lfm2State state, Lfm2State::Create(model.stack(), rows, 0));
+  LFM_ASSIGN_OR_RETURN(Lfm2Scratch scratch,
+                       Lfm2Scratch::Create(model.stack(), rows, state.max_keys(), max_threads));
   auto s = std::unique_ptr<Lfm25DetokenizerSession>(
-      new Lfm25DetokenizerSession(model, std::move(state), max_frames_per_call));
+      new Lfm25DetokenizerSession(model, std::move(state), std::move(scratch), max_frames_per_call));
   LFM_RETURN_IF_ERROR(
       s->istft_.Init(static_cast<size_t>(c.n_fft), static_cast<size_t>(c.hop), model.window_.span()));
   const size_t H = static_cast<size_t>(c.lfm.hidden_size);
@@ -167,7 +169,7 @@ Result<size_t> Lfm25DetokenizerSession::DecodeChunk(const int32_t* codes, size_t
   for (size_t r = 0; r < rows; ++r) std::copy_n(fused + (r / up) * H, H, x + r * H);
   if (sink) sink->Record("upsampled", x, rows, H, H);
 
-  LFM_RETURN_IF_ERROR(Lfm2Forward(model_.stack_, state_, x, rows, team, sink));
+  LFM_RETURN_IF_ERROR(Lfm2Forward(model_.stack_, state_, x, rows, stack_scratch_, team, sink));
   Lfm2FinalNorm(model_.stack_, x, rows, x);
   if (sink) sink->Record("final_norm", x, rows, H, H);
 
@@ -209,7 +211,7 @@ size_t Lfm25DetokenizerSession::state_bytes() const {
 }
 
 size_t Lfm25DetokenizerSession::scratch_bytes() const {
-  return state_.scratch_bytes() + (fused_.size() + x_.size() + head_.size()) * sizeof(float);
+  return stack_scratch_.bytes() + (fused_.size() + x_.size() + head_.size()) * sizeof(float);
 }
 
 }  // namespace lfmvox

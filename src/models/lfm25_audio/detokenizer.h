@@ -98,7 +98,8 @@ class Lfm25DetokenizerSession {
   size_t scratch_bytes() const;
 
  private:
-  Lfm25DetokenizerSession(const Lfm25Detokenizer& model, Lfm2State state, size_t max_frames);
+  Lfm25DetokenizerSession(const Lfm25Detokenizer& model, Lfm2State state, Lfm2Scratch scratch,
+                          size_t max_frames);
   Result<size_t> DecodeChunk(const int32_t* codes, size_t frames, float* out, ThreadTeam& team,
                              TraceSink* sink);
 
@@ -108,6 +109,7 @@ class Lfm25DetokenizerSession {
   size_t max_frames_ = 0;
   size_t frames_ = 0;
   // Scratch.
+  Lfm2Scratch stack_scratch_;   // the stack's activations for one call
   AlignedBuffer<float> fused_;  // [max_frames, H]
   AlignedBuffer<float> x_;      // [max_frames·upsample, H] residual stream
   AlignedBuffer<float> head_;   // [max_frames·upsample, output_size]

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <cstring>
 
 #include "blocks/weights.h"
@@ -12,9 +11,13 @@ namespace lfmvox {
 
 namespace {
 
-std::string LayerName(const std::string& prefix, size_t i, const char* leaf) {
-  return prefix + "layers." + std::to_string(i) + "." + leaf;
+std::string LayerPrefix(const std::string& prefix, size_t i) {
+  return prefix + "layers." + std::to_string(i) + ".";
 }
+
+// A full-attention cache of this many rows is the most one state may allocate (2 GiB of f32 per
+// K or V at KV = 1: far above any context the models support).
+constexpr size_t kMaxCacheFloats = size_t{1} << 31;
 
 }  // namespace
 
@@ -27,112 +30,74 @@ Result<Lfm2Stack> Lfm2Stack::Load(const Checkpoint& ckpt, const Lfm2Config& c, c
   for (size_t i = 0; i < c.layers.size(); ++i) {
     Lfm2Layer& L = s.layers_[i];
     L.kind = c.layers[i];
-    auto name = [&](const char* leaf) { return LayerName(prefix, i, leaf); };
-    LFM_RETURN_IF_ERROR(LoadF32(ckpt, name("operator_norm.weight"), Shape{H}, &L.operator_norm));
-    LFM_RETURN_IF_ERROR(LoadF32(ckpt, name("ffn_norm.weight"), Shape{H}, &L.ffn_norm));
+    const std::string p = LayerPrefix(prefix, i);
+    LFM_RETURN_IF_ERROR(LoadRmsNorm(ckpt, p + "operator_norm.weight", H, c.norm_eps, &L.operator_norm));
+    LFM_RETURN_IF_ERROR(LoadRmsNorm(ckpt, p + "ffn_norm.weight", H, c.norm_eps, &L.ffn_norm));
     if (L.kind == LayerKind::kConv) {
-      LFM_ASSIGN_OR_RETURN(L.in_proj, LoadMatrix(ckpt, name("conv.in_proj.weight"), 3 * H, H));
-      LFM_ASSIGN_OR_RETURN(L.conv_out, LoadMatrix(ckpt, name("conv.out_proj.weight"), H, H));
-      LFM_RETURN_IF_ERROR(LoadF32(ckpt, name("conv.conv.weight"), Shape{H, 1, c.conv_kernel}, &L.conv));
-      if (c.conv_bias) {
-        LFM_RETURN_IF_ERROR(LoadF32(ckpt, name("conv.in_proj.bias"), Shape{3 * H}, &L.in_proj_bias));
-        LFM_RETURN_IF_ERROR(LoadF32(ckpt, name("conv.conv.bias"), Shape{H}, &L.conv_bias));
-        LFM_RETURN_IF_ERROR(LoadF32(ckpt, name("conv.out_proj.bias"), Shape{H}, &L.conv_out_bias));
-      }
+      LFM_RETURN_IF_ERROR(LoadShortConv(ckpt, p + "conv.", H, c.conv_kernel, c.conv_bias, &L.conv));
     } else {
-      LFM_ASSIGN_OR_RETURN(L.q_proj, LoadMatrix(ckpt, name("self_attn.q_proj.weight"), Q, H));
-      LFM_ASSIGN_OR_RETURN(L.k_proj, LoadMatrix(ckpt, name("self_attn.k_proj.weight"), KV, H));
-      LFM_ASSIGN_OR_RETURN(L.v_proj, LoadMatrix(ckpt, name("self_attn.v_proj.weight"), KV, H));
-      LFM_ASSIGN_OR_RETURN(L.o_proj, LoadMatrix(ckpt, name("self_attn.out_proj.weight"), H, Q));
-      LFM_RETURN_IF_ERROR(LoadF32(ckpt, name("self_attn.q_layernorm.weight"), Shape{hd}, &L.q_norm));
-      LFM_RETURN_IF_ERROR(LoadF32(ckpt, name("self_attn.k_layernorm.weight"), Shape{hd}, &L.k_norm));
+      Lfm2Attention& a = L.attn;
+      LFM_RETURN_IF_ERROR(LoadLinear(ckpt, p + "self_attn.q_proj", Q, H, false, &a.q_proj));
+      LFM_RETURN_IF_ERROR(LoadLinear(ckpt, p + "self_attn.k_proj", KV, H, false, &a.k_proj));
+      LFM_RETURN_IF_ERROR(LoadLinear(ckpt, p + "self_attn.v_proj", KV, H, false, &a.v_proj));
+      LFM_RETURN_IF_ERROR(LoadLinear(ckpt, p + "self_attn.out_proj", H, Q, false, &a.out_proj));
+      LFM_RETURN_IF_ERROR(LoadRmsNorm(ckpt, p + "self_attn.q_layernorm.weight", hd, c.norm_eps, &a.q_norm));
+      LFM_RETURN_IF_ERROR(LoadRmsNorm(ckpt, p + "self_attn.k_layernorm.weight", hd, c.norm_eps, &a.k_norm));
     }
-    LFM_ASSIGN_OR_RETURN(L.w1, LoadMatrix(ckpt, name("feed_forward.w1.weight"), F, H));
-    LFM_ASSIGN_OR_RETURN(L.w3, LoadMatrix(ckpt, name("feed_forward.w3.weight"), F, H));
-    LFM_ASSIGN_OR_RETURN(L.w2, LoadMatrix(ckpt, name("feed_forward.w2.weight"), H, F));
+    LFM_RETURN_IF_ERROR(LoadSwiGluFfn(ckpt, p + "feed_forward.", H, F, &L.ffn));
   }
-  LFM_RETURN_IF_ERROR(LoadF32(ckpt, prefix + "embedding_norm.weight", Shape{H}, &s.final_norm_));
-
-  // transformers' default rotary init, in f32 as it runs there:
-  // inv_freq[i] = 1 / theta^(f32(2i) / f32(hd)).
-  s.inv_freq_.Reset(static_cast<size_t>(hd / 2));
-  for (int64_t i = 0; i < hd / 2; ++i) {
-    const float e = static_cast<float>(2 * i) / static_cast<float>(hd);
-    const float p = static_cast<float>(std::pow(c.rope_theta, static_cast<double>(e)));
-    s.inv_freq_[static_cast<size_t>(i)] = 1.0f / p;
-  }
+  LFM_RETURN_IF_ERROR(LoadRmsNorm(ckpt, prefix + "embedding_norm.weight", H, c.norm_eps, &s.final_norm_));
+  // transformers' default rotary init (split-half pairs), in f32 as it runs there.
+  s.rope_ = RopeTable(c.rope_theta, static_cast<size_t>(hd), RopeStyle::kSplitHalf);
   return s;
 }
 
+AttentionShape Lfm2Stack::attention_shape() const {
+  return {static_cast<size_t>(config_.num_heads), static_cast<size_t>(config_.num_kv_heads),
+          static_cast<size_t>(config_.head_dim)};
+}
+
 size_t Lfm2Stack::weight_bytes() const {
-  auto bytes = [](const ops::Weight& w) { return w.data ? w.rows * w.cols * DTypeSize(w.dtype) : 0; };
+  auto bytes = [](const Linear& l) { return l.w.data ? l.w.rows * l.w.cols * DTypeSize(l.w.dtype) : 0; };
   size_t n = 0;
   for (const Lfm2Layer& L : layers_) {
-    n += bytes(L.in_proj) + bytes(L.conv_out) + bytes(L.q_proj) + bytes(L.k_proj) + bytes(L.v_proj) +
-         bytes(L.o_proj) + bytes(L.w1) + bytes(L.w2) + bytes(L.w3);
+    n += bytes(L.conv.in_proj) + bytes(L.conv.out_proj) + bytes(L.attn.q_proj) + bytes(L.attn.k_proj) +
+         bytes(L.attn.v_proj) + bytes(L.attn.out_proj) + bytes(L.ffn.w1) + bytes(L.ffn.w2) + bytes(L.ffn.w3);
   }
   return n;
 }
 
-Result<Lfm2State> Lfm2State::Create(const Lfm2Stack& stack, size_t max_rows, size_t max_positions,
-                                    int max_threads) {
+Result<Lfm2State> Lfm2State::Create(const Lfm2Stack& stack, size_t max_rows, size_t max_positions) {
   const Lfm2Config& c = stack.config();
   if (max_rows == 0) return InvalidArgument("Lfm2State needs max_rows >= 1");
-  if (max_threads < 1) return InvalidArgument("Lfm2State needs max_threads >= 1");
   if (max_positions == 0) max_positions = static_cast<size_t>(c.max_positions);
-  // A full-attention cache of max_positions rows must be a sane allocation.
-  const size_t H = static_cast<size_t>(c.hidden_size), F = static_cast<size_t>(c.ffn_dim);
-  const size_t hd = static_cast<size_t>(c.head_dim);
-  const size_t Q = static_cast<size_t>(c.num_heads) * hd, KV = static_cast<size_t>(c.num_kv_heads) * hd;
+  const size_t H = static_cast<size_t>(c.hidden_size);
+  const size_t KV = stack.attention_shape().kv_dim();
   Lfm2State s;
   s.max_rows_ = max_rows;
-  s.max_threads_ = max_threads;
   s.conv_state_.resize(c.layers.size());
   s.kv_.resize(c.layers.size());
-  size_t max_keys = 1;
   for (size_t i = 0; i < c.layers.size(); ++i) {
-    switch (c.layers[i]) {
-      case LayerKind::kConv:
-        s.conv_state_[i].Reset(static_cast<size_t>(c.conv_kernel - 1) * H);
-        break;
-      case LayerKind::kSlidingAttention:
-      case LayerKind::kFullAttention: {
-        KvCache& kv = s.kv_[i];
-        if (c.layers[i] == LayerKind::kSlidingAttention) {
-          kv.window = static_cast<size_t>(c.sliding_window);
-          kv.capacity = kv.window - 1 + max_rows;
-        } else {
-          kv.capacity = max_positions;
-        }
-        if (kv.capacity > (size_t{1} << 31) / KV) {
-          return OutOfRange(
-              StrFormat("a K/V cache of %zu positions is too large; lower the context", kv.capacity));
-        }
-        kv.k.Reset(kv.capacity * KV);
-        kv.v.Reset(kv.capacity * KV);
-        max_keys = std::max(max_keys, kv.capacity);
-        break;
-      }
+    if (c.layers[i] == LayerKind::kConv) {
+      s.conv_state_[i].Reset(static_cast<size_t>(c.conv_kernel - 1) * H);
+      continue;
     }
+    const bool sliding = c.layers[i] == LayerKind::kSlidingAttention;
+    const size_t window = sliding ? static_cast<size_t>(c.sliding_window) : 0;
+    const size_t capacity = sliding ? window - 1 + max_rows : max_positions;
+    if (capacity > kMaxCacheFloats / KV) {
+      return OutOfRange(StrFormat("a K/V cache of %zu positions is too large; lower the context", capacity));
+    }
+    s.kv_[i].Allocate(capacity, KV, window);
+    s.max_keys_ = std::max(s.max_keys_, capacity);
   }
-  const size_t wide = std::max({3 * H, Q, F}), wide2 = std::max({H, Q, F});
-  s.xn_.Reset(max_rows * H);
-  s.tmp_.Reset(max_rows * H);
-  s.wide_.Reset(max_rows * wide);
-  s.wide2_.Reset(max_rows * wide2);
-  s.rope_.Reset(max_rows * hd);
-  s.scores_ld_ = RoundUp(max_keys, 16);
-  s.scores_.Reset(static_cast<size_t>(max_threads) * s.scores_ld_);
   return s;
 }
 
 void Lfm2State::Reset() {
   pos_ = 0;
   for (auto& c : conv_state_) c.Zero();
-  for (auto& kv : kv_) {
-    kv.len = 0;
-    kv.first_pos = 0;
-  }
+  for (auto& kv : kv_) kv.Clear();
 }
 
 size_t Lfm2State::remaining_positions() const {
@@ -146,153 +111,144 @@ size_t Lfm2State::remaining_positions() const {
 
 size_t Lfm2State::state_bytes() const {
   size_t n = 0;
-  for (const auto& c : conv_state_) n += c.size() * 4;
-  for (const auto& kv : kv_) n += (kv.k.size() + kv.v.size()) * 4;
+  for (const auto& c : conv_state_) n += c.size() * sizeof(float);
+  for (const auto& kv : kv_) n += kv.bytes();
   return n;
 }
 
-size_t Lfm2State::scratch_bytes() const {
-  return (xn_.size() + tmp_.size() + wide_.size() + wide2_.size() + rope_.size() + scores_.size()) * 4;
-}
-
-namespace {
-
-void Trace(TraceSink* sink, const char* fmt, size_t i, const float* x, size_t rows, size_t cols, size_t ld) {
-  if (sink == nullptr) return;
-  char name[64];
-  std::snprintf(name, sizeof name, fmt, i);
-  sink->Record(name, x, rows, cols, ld);
-}
-
-// ShortConv: BCx = in_proj(xn); u = B ⊙ x; c = causal depthwise conv(u) with
-// the carried history; y = out_proj(C ⊙ c).
-void ShortConv(const Lfm2Config& cfg, const Lfm2Layer& L, float* conv_state, const float* xn, size_t n,
-               float* bcx /* [n, 3H] */, float* conv /* [n, H] */, float* y /* [n, H] */, ThreadTeam& team) {
-  const size_t H = static_cast<size_t>(cfg.hidden_size), K = static_cast<size_t>(cfg.conv_kernel);
-  ops::MatMul(xn, n, H, L.in_proj, L.in_proj_bias.data(), bcx, 3 * H, team);
-  for (size_t r = 0; r < n; ++r) {
-    float* row = bcx + r * 3 * H;
-    ops::Mul(row, row + 2 * H, row, H);  // B ⊙ x, into the B slot
+Result<Lfm2Scratch> Lfm2Scratch::Create(const Lfm2Stack& stack, size_t max_rows, size_t max_keys,
+                                        int max_threads) {
+  if (max_rows == 0) return InvalidArgument("Lfm2Scratch needs max_rows >= 1");
+  if (max_threads < 1) return InvalidArgument("Lfm2Scratch needs max_threads >= 1");
+  const Lfm2Config& c = stack.config();
+  const size_t H = static_cast<size_t>(c.hidden_size), F = static_cast<size_t>(c.ffn_dim);
+  const AttentionShape a = stack.attention_shape();
+  const size_t Q = a.q_dim(), KV = a.kv_dim();
+  Lfm2Scratch s;
+  s.max_rows_ = max_rows;
+  s.xn_.Reset(max_rows * H);
+  s.tmp_.Reset(max_rows * H);
+  s.wide_.Reset(max_rows * std::max({3 * H, Q, F}));
+  s.wide2_.Reset(max_rows * std::max({H, Q, F}));
+  if (c.num_attention_layers() > 0) {
+    s.kv_.Reset(max_rows * 2 * KV);
+    s.rope_.Reset(max_rows * a.head_dim);
+    s.attn_.Allocate(std::max<size_t>(max_keys, 1), max_threads);
   }
-  ops::CausalDepthwiseConv(bcx, n, 3 * H, H, L.conv.data(), K, conv_state, conv, H);
-  for (size_t r = 0; r < n; ++r) {
-    float* c = conv + r * H;
-    if (L.conv_bias.size()) ops::Add(c, L.conv_bias.data(), c, H);
-    ops::Mul(bcx + r * 3 * H + H, c, c, H);  // C ⊙ conv
-  }
-  ops::MatMul(conv, n, H, L.conv_out, L.conv_out_bias.data(), y, H, team);
+  // A call takes at most one entry per row (a sequence has at least one row).
+  s.attn_seqs_.reserve(max_rows);
+  s.conv_seqs_.reserve(max_rows);
+  return s;
 }
 
-}  // namespace
+size_t Lfm2Scratch::bytes() const {
+  return (xn_.size() + tmp_.size() + wide_.size() + wide2_.size() + kv_.size() + rope_.size() +
+          attn_.scores.size()) *
+         sizeof(float);
+}
 
-Status Lfm2Forward(const Lfm2Stack& stack, Lfm2State& st, float* x, size_t n, ThreadTeam& team,
-                   TraceSink* sink) {
+Status Lfm2Forward(const Lfm2Stack& stack, std::span<Lfm2State* const> states, std::span<const size_t> rows,
+                   float* x, Lfm2Scratch& sc, ThreadTeam& team, TraceSink* sink) {
   const Lfm2Config& cfg = stack.config();
-  if (n == 0) return Status::Ok();
-  if (n > st.max_rows_) {
-    return OutOfRange(
-        StrFormat("%zu positions in one call exceed this session's limit of %zu", n, st.max_rows_));
+  if (states.size() != rows.size()) return InvalidArgument("Lfm2Forward needs one row count per state");
+  size_t R = 0;
+  for (size_t s = 0; s < states.size(); ++s) {
+    const Lfm2State& st = *states[s];
+    const size_t n = rows[s];
+    if (st.conv_state_.size() != stack.layers().size()) {
+      return InvalidArgument("an Lfm2State was created for a different stack");
+    }
+    if (n > st.max_rows_) {
+      return OutOfRange(
+          StrFormat("%zu positions in one call exceed this session's limit of %zu", n, st.max_rows_));
+    }
+    if (n > st.remaining_positions()) {
+      return OutOfRange(StrFormat("the context is full: %zu more positions do not fit (%zu left)", n,
+                                  st.remaining_positions()));
+    }
+    if (cfg.num_attention_layers() > 0 && st.max_keys_ > sc.attn_.ld) {
+      return InvalidArgument("this scratch was sized for shorter caches than a state it is asked to run");
+    }
+    for (size_t t = 0; t < s; ++t) {
+      if (states[t] == states[s]) return InvalidArgument("a sequence appears twice in one batched call");
+    }
+    R += n;
   }
-  if (team.size() > st.max_threads_) {
-    return InvalidArgument(StrFormat("a team of %d threads exceeds the %d this session was sized for",
-                                     team.size(), st.max_threads_));
+  if (R == 0) return Status::Ok();
+  if (R > sc.max_rows_) {
+    return OutOfRange(StrFormat("%zu rows in one call exceed the scratch's %zu", R, sc.max_rows_));
   }
-  if (n > st.remaining_positions()) {
-    return OutOfRange(StrFormat("the context is full: %zu more positions do not fit (%zu left)", n,
-                                st.remaining_positions()));
+  if (cfg.num_attention_layers() > 0 && team.size() > sc.attn_.threads) {
+    return InvalidArgument(StrFormat("a team of %d threads exceeds the %d this scratch was sized for",
+                                     team.size(), sc.attn_.threads));
   }
-  const size_t H = static_cast<size_t>(cfg.hidden_size), F = static_cast<size_t>(cfg.ffn_dim);
-  const size_t hd = static_cast<size_t>(cfg.head_dim), half = hd / 2;
-  const size_t heads = static_cast<size_t>(cfg.num_heads), kv_heads = static_cast<size_t>(cfg.num_kv_heads);
-  const size_t Q = heads * hd, KV = kv_heads * hd, group = heads / kv_heads;
-  const float eps = cfg.norm_eps;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  float* xn = st.xn_.data();
-  float* tmp = st.tmp_.data();
-  float* wide = st.wide_.data();
-  float* wide2 = st.wide2_.data();
+  const size_t H = static_cast<size_t>(cfg.hidden_size), hd = static_cast<size_t>(cfg.head_dim);
+  const AttentionShape shape = stack.attention_shape();
+  const size_t Q = shape.q_dim(), KV = shape.kv_dim();
+  float* xn = sc.xn_.data();    // [R, H]
+  float* tmp = sc.tmp_.data();  // [R, H]
+  float* wide = sc.wide_.data();
+  float* wide2 = sc.wide2_.data();
 
-  // Rotary tables for this call's positions: angle = f32(f32(pos) · inv_freq)
-  // as transformers forms it; cos/sin rounded from double.
+  // Rotary angles of every row at its own sequence's position.
   if (cfg.num_attention_layers() > 0) {
-    for (size_t r = 0; r < n; ++r) {
-      const float p = static_cast<float>(st.pos_ + static_cast<int64_t>(r));
-      float* cs = st.rope_.data() + r * hd;
-      for (size_t i = 0; i < half; ++i) {
-        const double a = static_cast<double>(p * stack.inv_freq()[i]);
-        cs[i] = static_cast<float>(std::cos(a));
-        cs[half + i] = static_cast<float>(std::sin(a));
+    size_t row = 0;
+    for (size_t s = 0; s < states.size(); ++s) {
+      for (size_t r = 0; r < rows[s]; ++r, ++row) {
+        stack.rope().Angles(states[s]->pos_ + static_cast<int64_t>(r), sc.rope_.data() + row * hd);
       }
     }
   }
 
   for (size_t li = 0; li < stack.layers().size(); ++li) {
     const Lfm2Layer& L = stack.layers()[li];
-    for (size_t r = 0; r < n; ++r) ops::RmsNorm(x + r * H, L.operator_norm.data(), H, eps, xn + r * H);
-
-    if (L.kind == LayerKind::kConv) {
-      ShortConv(cfg, L, st.conv_state_[li].data(), xn, n, wide, wide2, tmp, team);
-    } else {
-      KvCache& kv = st.kv_[li];
-      const size_t base = kv.len;  // cache row of this call's first position
-      float* q = wide;             // [n, Q]
-      float* kr = kv.k.data() + base * KV;
-      float* vr = kv.v.data() + base * KV;
-      ops::MatMul(xn, n, H, L.q_proj, nullptr, q, Q, team);
-      ops::MatMul(xn, n, H, L.k_proj, nullptr, kr, KV, team);
-      ops::MatMul(xn, n, H, L.v_proj, nullptr, vr, KV, team);
-      for (size_t r = 0; r < n; ++r) {
-        const float* cs = st.rope_.data() + r * hd;
-        for (size_t h = 0; h < heads; ++h) {
-          float* v = q + r * Q + h * hd;
-          ops::RmsNorm(v, L.q_norm.data(), hd, eps, v);
-          ops::RopeSplitHalf(v, hd, cs, cs + half);
-        }
-        for (size_t h = 0; h < kv_heads; ++h) {
-          float* v = kr + r * KV + h * hd;
-          ops::RmsNorm(v, L.k_norm.data(), hd, eps, v);
-          ops::RopeSplitHalf(v, hd, cs, cs + half);
-        }
+    L.operator_norm.Forward(x, R, H, xn, H);
+    sc.conv_seqs_.clear();
+    sc.attn_seqs_.clear();
+    size_t row0 = 0;
+    for (size_t s = 0; s < states.size(); ++s) {
+      if (rows[s] == 0) continue;
+      if (L.kind == LayerKind::kConv) {
+        sc.conv_seqs_.push_back({states[s]->conv_state_[li].data(), row0, rows[s]});
+      } else {
+        sc.attn_seqs_.push_back({&states[s]->kv_[li], row0, rows[s], sc.rope_.data() + row0 * hd, hd});
       }
-      kv.len += n;
-      const size_t window = kv.window;
-      float* out = wide2;  // [n, Q]
-      team.Run(n * heads, [&](size_t task, int thread) {
-        const size_t r = task / heads, h = task % heads, g = h / group;
-        const size_t qi = base + r;  // cache row of this query
-        const size_t lo = window && qi + 1 > window ? qi + 1 - window : 0;
-        ops::AttendOne(q + r * Q + h * hd, kv.k.data() + lo * KV + g * hd, KV, kv.v.data() + lo * KV + g * hd,
-                       KV, qi + 1 - lo, hd, scale,
-                       st.scores_.data() + static_cast<size_t>(thread) * st.scores_ld_, out + r * Q + h * hd);
-      });
-      if (window && kv.len > window - 1) {  // keep the last window-1 rows for the next call
-        const size_t drop = kv.len - (window - 1);
-        std::memmove(kv.k.data(), kv.k.data() + drop * KV, (window - 1) * KV * sizeof(float));
-        std::memmove(kv.v.data(), kv.v.data() + drop * KV, (window - 1) * KV * sizeof(float));
-        kv.len = window - 1;
-        kv.first_pos += static_cast<int64_t>(drop);
-      }
-      ops::MatMul(out, n, Q, L.o_proj, nullptr, tmp, H, team);
+      row0 += rows[s];
     }
-    for (size_t r = 0; r < n; ++r) ops::Add(x + r * H, tmp + r * H, x + r * H, H);
+    if (L.kind == LayerKind::kConv) {
+      L.conv.Forward(xn, R, sc.conv_seqs_, wide, wide2, tmp, team);
+    } else {
+      const Lfm2Attention& a = L.attn;
+      float* q = wide;           // [R, Q]
+      float* k = sc.kv_.data();  // [R, 2KV]: keys | values
+      a.q_proj.Forward(xn, R, H, q, Q, team);
+      a.k_proj.Forward(xn, R, H, k, 2 * KV, team);
+      a.v_proj.Forward(xn, R, H, k + KV, 2 * KV, team);
+      AttendSequences(shape, a.q_norm, a.k_norm, stack.rope(), sc.attn_seqs_, q, Q, k, k + KV, 2 * KV, wide2,
+                      Q, sc.attn_, team);
+      a.out_proj.Forward(wide2, R, Q, tmp, H, team);
+    }
+    for (size_t r = 0; r < R; ++r) ops::Add(x + r * H, tmp + r * H, x + r * H, H);
 
-    // SwiGLU feed-forward.
-    for (size_t r = 0; r < n; ++r) ops::RmsNorm(x + r * H, L.ffn_norm.data(), H, eps, xn + r * H);
-    ops::MatMul(xn, n, H, L.w1, nullptr, wide, F, team);
-    ops::MatMul(xn, n, H, L.w3, nullptr, wide2, F, team);
-    ops::SwiGlu(wide, wide2, wide, n * F);
-    ops::MatMul(wide, n, F, L.w2, nullptr, tmp, H, team);
-    for (size_t r = 0; r < n; ++r) ops::Add(x + r * H, tmp + r * H, x + r * H, H);
-    Trace(sink, "layer%zu_out", li, x, n, H, H);
+    L.ffn_norm.Forward(x, R, H, xn, H);
+    L.ffn.Forward(xn, R, wide, wide2, tmp, team);
+    for (size_t r = 0; r < R; ++r) ops::Add(x + r * H, tmp + r * H, x + r * H, H);
+    TraceIndexed(sink, "layer%zu_out", li, x, R, H, H);
   }
-  st.pos_ += static_cast<int64_t>(n);
+  for (size_t s = 0; s < states.size(); ++s) states[s]->pos_ += static_cast<int64_t>(rows[s]);
   return Status::Ok();
+}
+
+Status Lfm2Forward(const Lfm2Stack& stack, Lfm2State& state, float* x, size_t n, Lfm2Scratch& scratch,
+                   ThreadTeam& team, TraceSink* sink) {
+  Lfm2State* states[1] = {&state};
+  const size_t rows[1] = {n};
+  return Lfm2Forward(stack, states, rows, x, scratch, team, sink);
 }
 
 void Lfm2FinalNorm(const Lfm2Stack& stack, const float* x, size_t n, float* out) {
   const size_t H = static_cast<size_t>(stack.config().hidden_size);
-  for (size_t r = 0; r < n; ++r)
-    ops::RmsNorm(x + r * H, stack.final_norm(), H, stack.config().norm_eps, out + r * H);
+  stack.final_norm().Forward(x, n, H, out, H);
 }
 
 }  // namespace lfmvox

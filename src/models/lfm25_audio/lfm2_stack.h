@@ -4,54 +4,56 @@
 //   out = h + SwiGLU(RMSNorm_ffn(h))
 // then the final RMSNorm (`embedding_norm`). Shared by the LFM2.5 audio
 // detokenizer (hidden 512, sliding-window attention) and the 1.2B backbone
-// (hidden 2048, full causal attention).
+// (hidden 2048, full causal attention). Built from src/blocks.
 //
 // Three kinds of data, as everywhere in lfmvox:
-//   Lfm2Stack  weights, immutable, shared by every session;
-//   Lfm2State  one session's persistent state (conv histories, K/V caches,
-//              the position counter) and its scratch, sized once at Create.
-// Shapes are written [rows, cols]; H = hidden, F = ffn, hd = head dim,
-// Q = heads·hd, KV = kv_heads·hd, K = conv kernel, n = rows in this call.
+//   Lfm2Stack    weights, immutable, shared by every session;
+//   Lfm2State    one sequence's persistent state: conv histories, K/V caches, its position;
+//   Lfm2Scratch  activations of one call, owned by whoever runs the call (a worker), sized once
+//                for the most rows a call takes over all the sequences it batches.
+// One Forward runs rows of several sequences at once, each against its own state; the result of
+// every row is bit-identical to running its sequence alone (the MatMul contract, ops.h).
+// Shapes: H hidden, F ffn, hd head dim, Q = heads·hd, KV = kv_heads·hd, K conv kernel,
+// R rows in a call (over all its sequences).
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include "base/aligned.h"
 #include "base/status.h"
 #include "base/trace.h"
+#include "blocks/attention.h"
+#include "blocks/glu_ffn.h"
+#include "blocks/norm.h"
+#include "blocks/rope.h"
+#include "blocks/short_conv.h"
 #include "io/safetensors.h"
 #include "models/lfm25_audio/lfm2_config.h"
-#include "ops/ops.h"
 
 namespace lfmvox {
 
 class ThreadTeam;
+class Lfm2Scratch;
+
+struct Lfm2Attention {
+  Linear q_proj;    // [Q, H]
+  Linear k_proj;    // [KV, H]
+  Linear v_proj;    // [KV, H]
+  Linear out_proj;  // [H, Q]
+  RmsNorm q_norm;   // [hd]
+  RmsNorm k_norm;   // [hd]
+};
 
 struct Lfm2Layer {
   LayerKind kind = LayerKind::kConv;
-  AlignedBuffer<float> operator_norm;  // [H]
-  AlignedBuffer<float> ffn_norm;       // [H]
-  // ShortConv (`conv.*`)
-  ops::Weight in_proj;                 // [3H, H]  rows: B | C | x
-  AlignedBuffer<float> in_proj_bias;   // [3H] when conv_bias
-  AlignedBuffer<float> conv;           // [H, K]   tap K-1 multiplies the current step
-  AlignedBuffer<float> conv_bias;      // [H] when conv_bias
-  ops::Weight conv_out;                // [H, H]
-  AlignedBuffer<float> conv_out_bias;  // [H] when conv_bias
-  // Attention (`self_attn.*`)
-  ops::Weight q_proj;           // [Q, H]
-  ops::Weight k_proj;           // [KV, H]
-  ops::Weight v_proj;           // [KV, H]
-  ops::Weight o_proj;           // [H, Q]
-  AlignedBuffer<float> q_norm;  // [hd]
-  AlignedBuffer<float> k_norm;  // [hd]
-  // SwiGLU (`feed_forward.*`)
-  ops::Weight w1;  // [F, H] gate
-  ops::Weight w3;  // [F, H] up
-  ops::Weight w2;  // [H, F] down
+  RmsNorm operator_norm;  // [H]
+  RmsNorm ffn_norm;       // [H]
+  ShortConv conv;         // `conv.*` on conv layers
+  Lfm2Attention attn;     // `self_attn.*` on attention layers
+  SwiGluFfn ffn;          // `feed_forward.*`
 };
 
 class Lfm2Stack {
@@ -62,38 +64,25 @@ class Lfm2Stack {
 
   const Lfm2Config& config() const { return config_; }
   const std::vector<Lfm2Layer>& layers() const { return layers_; }
-  const float* final_norm() const { return final_norm_.data(); }
-  const float* inv_freq() const { return inv_freq_.data(); }  // [hd/2] rotary frequencies
+  const RmsNorm& final_norm() const { return final_norm_; }
+  const RopeTable& rope() const { return rope_; }
+  AttentionShape attention_shape() const;
   // Bytes of weights one Forward reads (for bandwidth figures).
   size_t weight_bytes() const;
 
  private:
   Lfm2Config config_;
   std::vector<Lfm2Layer> layers_;
-  AlignedBuffer<float> final_norm_;  // [H]
-  AlignedBuffer<float> inv_freq_;    // [hd/2]
-};
-
-// One layer's attention cache: rows [0, len) hold the keys/values of
-// positions [first_pos, first_pos + len). Full attention grows to the
-// capacity; sliding attention keeps only the last window-1 rows between calls
-// (a ring, kept linear by one small shift per call).
-struct KvCache {
-  AlignedBuffer<float> k;  // [capacity, KV] after k_norm and RoPE
-  AlignedBuffer<float> v;  // [capacity, KV]
-  size_t capacity = 0;
-  size_t window = 0;  // keys per query for sliding attention; 0 = full causal
-  size_t len = 0;
-  int64_t first_pos = 0;
+  RmsNorm final_norm_;  // [H]
+  RopeTable rope_;      // split-half, rope_theta
 };
 
 class Lfm2State {
  public:
-  // max_rows: the most positions one Forward call may take. max_positions:
-  // the context for full-attention layers (0 = the config's maximum).
-  // max_threads: the largest team Forward will be called with.
-  static Result<Lfm2State> Create(const Lfm2Stack& stack, size_t max_rows, size_t max_positions,
-                                  int max_threads);
+  // max_rows: the most positions one Forward call may take for this sequence
+  // (sizes the sliding-window rings). max_positions: the context for
+  // full-attention layers (0 = the config's maximum).
+  static Result<Lfm2State> Create(const Lfm2Stack& stack, size_t max_rows, size_t max_positions);
 
   // Back to position 0 with empty histories; nothing else changes.
   void Reset();
@@ -101,38 +90,59 @@ class Lfm2State {
   size_t max_rows() const { return max_rows_; }
   // Positions a full-attention layer can still take (SIZE_MAX if none).
   size_t remaining_positions() const;
-  size_t state_bytes() const;    // persistent: conv histories + K/V
-  size_t scratch_bytes() const;  // transient activations
+  // The most keys one query of this sequence can see (sizes the attention scratch).
+  size_t max_keys() const { return max_keys_; }
+  size_t state_bytes() const;  // conv histories + K/V
   // Read access for parity tests: conv layer i's history [K-1, H] (oldest
   // first), attention layer i's cache.
   const float* conv_state(size_t layer) const { return conv_state_[layer].data(); }
   const KvCache& kv_cache(size_t layer) const { return kv_[layer]; }
 
  private:
-  friend Status Lfm2Forward(const Lfm2Stack&, Lfm2State&, float*, size_t, ThreadTeam&, TraceSink*);
-  friend void Lfm2FinalNorm(const Lfm2Stack&, const float*, size_t, float*);
+  friend Status Lfm2Forward(const Lfm2Stack&, std::span<Lfm2State* const>, std::span<const size_t>, float*,
+                            Lfm2Scratch&, ThreadTeam&, TraceSink*);
 
   size_t max_rows_ = 0;
-  int max_threads_ = 1;
+  size_t max_keys_ = 1;
   int64_t pos_ = 0;
   std::vector<AlignedBuffer<float>> conv_state_;  // per layer: [K-1, H] (empty for attention layers)
   std::vector<KvCache> kv_;                       // per layer (empty for conv layers)
-  // Scratch, reused by every layer of every call.
-  AlignedBuffer<float> xn_;      // [max_rows, H]  normed input of the current op
-  AlignedBuffer<float> tmp_;     // [max_rows, H]  op output before the residual add
-  AlignedBuffer<float> wide_;    // [max_rows, max(3H, Q, F)]  conv B|C|x, attention q, or FFN gate
-  AlignedBuffer<float> wide2_;   // [max_rows, max(H, Q, F)]   conv output, attention output, or FFN up
-  AlignedBuffer<float> rope_;    // [max_rows, hd]  cos | sin per row
-  AlignedBuffer<float> scores_;  // [max_threads, max keys]
-  size_t scores_ld_ = 0;
 };
 
-// Runs n rows (positions position() … position()+n-1) through every layer,
-// in place: x [n, H] holds the input embeddings and returns the last layer's
-// output (before the final norm). Fails without side effects if n exceeds
-// max_rows or the full-attention context.
-Status Lfm2Forward(const Lfm2Stack& stack, Lfm2State& state, float* x, size_t n, ThreadTeam& team,
-                   TraceSink* sink);
+class Lfm2Scratch {
+ public:
+  // max_rows: the most rows one call takes over all its sequences; max_keys: the longest cache a
+  // query may see (Lfm2State::max_keys of the states it will run); max_threads: the largest team.
+  static Result<Lfm2Scratch> Create(const Lfm2Stack& stack, size_t max_rows, size_t max_keys,
+                                    int max_threads);
+  size_t max_rows() const { return max_rows_; }
+  size_t bytes() const;
+
+ private:
+  friend Status Lfm2Forward(const Lfm2Stack&, std::span<Lfm2State* const>, std::span<const size_t>, float*,
+                            Lfm2Scratch&, ThreadTeam&, TraceSink*);
+  size_t max_rows_ = 0;
+  AlignedBuffer<float> xn_;     // [R, H]  normed input of the current op
+  AlignedBuffer<float> tmp_;    // [R, H]  op output before the residual add
+  AlignedBuffer<float> wide_;   // [R, max(3H, Q, F)]  conv B|C|x, attention q, or FFN gate
+  AlignedBuffer<float> wide2_;  // [R, max(H, Q, F)]   conv output, attention output, or FFN up
+  AlignedBuffer<float> kv_;     // [R, 2KV]  key | value projections before they enter the caches
+  AlignedBuffer<float> rope_;   // [R, hd]   cos | sin per row
+  AttentionScratch attn_;       // [threads, max_keys]
+  std::vector<AttentionSeq> attn_seqs_;
+  std::vector<ConvSeq> conv_seqs_;
+};
+
+// Runs rows[s] positions of each sequence states[s] (position() … position()+rows[s]-1) through
+// every layer, in place: x [Σ rows, H] holds the input embeddings, the sequences' rows one after
+// the other, and returns the last layer's output (before the final norm). Fails without side
+// effects if a sequence's rows exceed its max_rows or its full-attention context, the total exceeds
+// the scratch, a state appears twice, or the team is larger than the scratch was sized for.
+Status Lfm2Forward(const Lfm2Stack& stack, std::span<Lfm2State* const> states, std::span<const size_t> rows,
+                   float* x, Lfm2Scratch& scratch, ThreadTeam& team, TraceSink* sink);
+// One sequence.
+Status Lfm2Forward(const Lfm2Stack& stack, Lfm2State& state, float* x, size_t n, Lfm2Scratch& scratch,
+                   ThreadTeam& team, TraceSink* sink);
 
 // out[r] = RMSNorm_final(x[r]) for n rows of H; out may alias x.
 void Lfm2FinalNorm(const Lfm2Stack& stack, const float* x, size_t n, float* out);

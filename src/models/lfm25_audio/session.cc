@@ -93,16 +93,72 @@ Result<std::unique_ptr<Lfm25AudioModel>> Lfm25AudioModel::Load(const std::string
   return m;
 }
 
-Lfm25Session::Lfm25Session(const Lfm25AudioModel& model, Lfm2State state, DepthformerState depth,
-                           Sampler text, Sampler audio, const SessionOptions& options)
+// --- Worker -------------------------------------------------------------------
+
+Lfm25Worker::Lfm25Worker(const Lfm25AudioModel& model, const WorkerOptions& options, Lfm2Scratch backbone,
+                         DepthformerScratch depth)
+    : model_(model), options_(options), backbone_(std::move(backbone)), depth_(std::move(depth)) {}
+
+Lfm25Worker::~Lfm25Worker() = default;
+
+Result<std::unique_ptr<Lfm25Worker>> Lfm25Worker::Create(const Lfm25AudioModel& model,
+                                                         const WorkerOptions& o) {
+  const Lfm2Config& c = model.config().lfm;
+  if (o.max_batch < 1 || o.max_batch > 1024) return InvalidArgument("max_batch must be in [1, 1024]");
+  if (o.max_rows < 1 || o.max_rows > 4096) return InvalidArgument("max_rows must be in [1, 4096]");
+  if (o.max_context < 1 || o.max_context > static_cast<size_t>(c.max_positions)) {
+    return InvalidArgument(StrFormat("the context must be in [1, %d] positions", c.max_positions));
+  }
+  if (o.threads < 1 || o.threads > kMaxThreads) {
+    return InvalidArgument(StrFormat("threads must be in [1, %d]", kMaxThreads));
+  }
+  if (!(o.max_clip_seconds > 0 && o.max_clip_seconds <= 3600)) {
+    return InvalidArgument("max_clip_seconds must be in (0, 3600]");
+  }
+  const Lfm2Stack& stack = model.backbone().stack();
+  // A query sees at most the context (full attention) or the window (sliding attention).
+  const size_t max_keys = std::max(o.max_context, static_cast<size_t>(c.sliding_window) + o.max_rows);
+  LFM_ASSIGN_OR_RETURN(Lfm2Scratch backbone, Lfm2Scratch::Create(stack, o.max_rows, max_keys, o.threads));
+  LFM_ASSIGN_OR_RETURN(DepthformerScratch depth,
+                       DepthformerScratch::Create(model.depthformer(), o.max_batch, o.threads));
+  auto w = std::unique_ptr<Lfm25Worker>(new Lfm25Worker(model, o, std::move(backbone), std::move(depth)));
+  const size_t H = static_cast<size_t>(c.hidden_size), B = o.max_batch;
+  w->x_.Reset(o.max_rows * H);
+  w->h_.Reset(B * H);
+  w->ht_.Reset(B * H);
+  w->logits_.Reset(B * static_cast<size_t>(model.backbone().vocab()));
+  for (auto* v : {&w->feeding_, &w->text_, &w->audio_}) v->reserve(B);
+  w->states_.reserve(B);
+  w->rows_.reserve(B);
+  w->slot_.reserve(B);
+  w->requests_.reserve(B);
+  LFM_ASSIGN_OR_RETURN(LogMelFrontEnd mel, LogMelFrontEnd::Create(model.mel_config()));
+  w->mel_.emplace(std::move(mel));
+  const size_t max_frames =
+      w->mel_->NumFrames(static_cast<size_t>(o.max_clip_seconds * model.mel_config().sample_rate));
+  LFM_ASSIGN_OR_RETURN(w->enc_, EncoderScratch::Create(model.encoder(), max_frames, o.threads));
+  w->clip_.Reset(ConformerConfig::SubsampledFrames(max_frames) * H);
+  return w;
+}
+
+size_t Lfm25Worker::bytes() const {
+  return backbone_.bytes() + depth_.bytes() +
+         (x_.size() + h_.size() + ht_.size() + logits_.size() + clip_.size()) * sizeof(float);
+}
+
+// --- Session ------------------------------------------------------------------
+
+Lfm25Session::Lfm25Session(const Lfm25AudioModel& model, Lfm2State state, Sampler text, Sampler audio,
+                           const SessionOptions& options)
     : model_(model),
+      worker_(options.worker),
       state_(std::move(state)),
-      depth_(std::move(depth)),
       text_sampler_(std::move(text)),
       audio_sampler_(std::move(audio)),
       rng_(options.seed),
       seed_(options.seed),
-      context_(options.context) {}
+      context_(options.context),
+      prefill_chunk_(options.prefill_chunk) {}
 
 Result<std::unique_ptr<Lfm25Session>> Lfm25Session::Create(const Lfm25AudioModel& model,
                                                            const SessionOptions& options) {
@@ -113,29 +169,27 @@ Result<std::unique_ptr<Lfm25Session>> Lfm25Session::Create(const Lfm25AudioModel
   if (options.prefill_chunk < 1 || options.prefill_chunk > 4096) {
     return InvalidArgument("prefill_chunk must be in [1, 4096]");
   }
-  LFM_ASSIGN_OR_RETURN(Lfm2State state, Lfm2State::Create(model.backbone().stack(), options.prefill_chunk,
-                                                          options.context, options.threads));
-  LFM_ASSIGN_OR_RETURN(DepthformerState depth,
-                       DepthformerState::Create(model.depthformer(), options.threads));
+  SessionOptions o = options;
+  if (o.worker == nullptr) {
+    LFM_ASSIGN_OR_RETURN(std::unique_ptr<Lfm25Worker> w,
+                         Lfm25Worker::Create(model, {.max_batch = 1,
+                                                     .max_rows = options.prefill_chunk,
+                                                     .max_context = options.context,
+                                                     .threads = options.threads,
+                                                     .max_clip_seconds = options.max_clip_seconds}));
+    o.worker = std::move(w);
+  } else if (&o.worker->model_ != &model || o.worker->options().max_context < o.context) {
+    return InvalidArgument("the shared worker was made for another model or a shorter context");
+  }
+  LFM_ASSIGN_OR_RETURN(Lfm2State state,
+                       Lfm2State::Create(model.backbone().stack(), options.prefill_chunk, options.context));
   LFM_ASSIGN_OR_RETURN(
       Sampler text, Sampler::Create(SamplingParams::Greedy(), static_cast<size_t>(model.backbone().vocab())));
   LFM_ASSIGN_OR_RETURN(Sampler audio, Sampler::Create(SamplingParams::Greedy(),
                                                       static_cast<size_t>(model.backbone().audio_vocab())));
-  auto s = std::unique_ptr<Lfm25Session>(new Lfm25Session(model, std::move(state), std::move(depth),
-                                                          std::move(text), std::move(audio), options));
-  const size_t H = static_cast<size_t>(c.hidden_size);
-  s->x_.Reset(options.prefill_chunk * H);
-  s->h_.Reset(H);
-  s->logits_.Reset(static_cast<size_t>(model.backbone().vocab()));
+  auto s = std::unique_ptr<Lfm25Session>(
+      new Lfm25Session(model, std::move(state), std::move(text), std::move(audio), o));
   s->frame_.resize(static_cast<size_t>(model.config().codebooks));
-  LFM_ASSIGN_OR_RETURN(LogMelFrontEnd mel, LogMelFrontEnd::Create(model.mel_config()));
-  s->mel_.emplace(std::move(mel));
-  if (!(options.max_clip_seconds > 0 && options.max_clip_seconds <= 3600)) {
-    return InvalidArgument("max_clip_seconds must be in (0, 3600]");
-  }
-  const size_t max_frames =
-      s->mel_->NumFrames(static_cast<size_t>(options.max_clip_seconds * model.mel_config().sample_rate));
-  LFM_ASSIGN_OR_RETURN(s->enc_, EncoderScratch::Create(model.encoder(), max_frames, options.threads));
   // The history never outgrows the context, so it never reallocates while generating.
   s->history_.reserve(options.context);
   s->audio_out_.reserve(options.context * s->frame_.size());
@@ -215,21 +269,24 @@ Status Lfm25Session::AppendAudioIn(std::span<const float> embeddings) {
 }
 
 Status Lfm25Session::AppendAudio(const AudioBuffer& audio, ThreadTeam& team, TraceSink* sink) {
-  LFM_RETURN_IF_ERROR(mel_->ComputeFromAudio(audio, &features_));
-  const size_t F = features_.frames;
-  if (F > enc_->max_frames()) {
+  TakeCancel();
+  Lfm25Worker& w = *worker_;
+  LFM_RETURN_IF_ERROR(w.mel_->ComputeFromAudio(audio, &w.features_));
+  const size_t F = w.features_.frames;
+  if (F > w.enc_->max_frames()) {
     return OutOfRange(
         StrFormat("the clip has %zu mel frames (%.1f s); this session takes clips of up to %zu "
                   "(raise max_clip_seconds)",
-                  F, static_cast<double>(audio.frames()) / audio.sample_rate, enc_->max_frames()));
+                  F, static_cast<double>(audio.frames()) / audio.sample_rate, w.enc_->max_frames()));
   }
   const size_t E = ConformerConfig::SubsampledFrames(F);  // = mel2emb_len(F) = ceil(F / 8)
   LFM_RETURN_IF_ERROR(CheckRoom(E));
-  if (sink) sink->Record("mel", features_.mel.data(), static_cast<size_t>(model_.mel_config().n_mels), F, F);
+  if (sink)
+    sink->Record("mel", w.features_.mel.data(), static_cast<size_t>(model_.mel_config().n_mels), F, F);
   const size_t H = static_cast<size_t>(model_.config().lfm.hidden_size);
-  clip_.resize(E * H);
-  LFM_RETURN_IF_ERROR(model_.encoder().Encode(features_.mel.data(), F, clip_.data(), *enc_, team, sink));
-  return AppendAudioIn(clip_);
+  LFM_RETURN_IF_ERROR(
+      model_.encoder().Encode(w.features_.mel.data(), F, w.clip_.data(), *w.enc_, team, sink, &cancel_));
+  return AppendAudioIn({w.clip_.data(), E * H});
 }
 
 Status Lfm25Session::StartConversation() {
@@ -289,29 +346,71 @@ Status Lfm25Session::Embed(const Position& p, float* out) const {
 }
 
 Result<const float*> Lfm25Session::Prefill(ThreadTeam& team, TraceSink* sink) {
+  TakeCancel();
   if (history_.empty()) return InvalidArgument("the conversation is empty; append a prompt first");
+  Lfm25Worker& w = *worker_;
   const size_t H = static_cast<size_t>(model_.config().lfm.hidden_size);
   const Lfm2Stack& stack = model_.backbone().stack();
+  float* x = w.x_.data();  // [n, H]
   while (cached_ < history_.size()) {
-    const size_t n = std::min(state_.max_rows(), history_.size() - cached_);
-    for (size_t r = 0; r < n; ++r) LFM_RETURN_IF_ERROR(Embed(history_[cached_ + r], x_.data() + r * H));
-    if (sink) sink->Record("in_emb", x_.data(), n, H, H);
-    LFM_RETURN_IF_ERROR(Lfm2Forward(stack, state_, x_.data(), n, team, sink));
+    if (TakeCancel()) return Cancelled("the prefill was cancelled");
+    const size_t n = std::min({state_.max_rows(), w.options_.max_rows, history_.size() - cached_});
+    for (size_t r = 0; r < n; ++r) LFM_RETURN_IF_ERROR(Embed(history_[cached_ + r], x + r * H));
+    if (sink) sink->Record("in_emb", x, n, H, H);
+    LFM_RETURN_IF_ERROR(Lfm2Forward(stack, state_, x, n, w.backbone_, team, sink));
     if (sink) {  // every row's final norm, for parity with last_hidden traces
-      Lfm2FinalNorm(stack, x_.data(), n, x_.data());
-      sink->Record("last_hidden", x_.data(), n, H, H);
+      Lfm2FinalNorm(stack, x, n, x);
+      sink->Record("last_hidden", x, n, H, H);
     } else {
-      Lfm2FinalNorm(stack, x_.data() + (n - 1) * H, 1, x_.data() + (n - 1) * H);
+      Lfm2FinalNorm(stack, x + (n - 1) * H, 1, x + (n - 1) * H);
     }
-    std::copy_n(x_.data() + (n - 1) * H, H, h_.data());
+    std::copy_n(x + (n - 1) * H, H, w.h_.data());
     cached_ += n;
   }
-  return static_cast<const float*>(h_.data());
+  return static_cast<const float*>(w.h_.data());
 }
 
-Result<GenerationResult> Lfm25Session::Generate(const GenerationOptions& o, GenerationSink& sink,
-                                                ThreadTeam& team) {
+Status Lfm25Session::Truncate(size_t positions) {
+  if (gen_.active) return InvalidArgument("Truncate while generating; cancel or finish the generation first");
+  if (positions > history_.size()) {
+    return OutOfRange(StrFormat("cannot keep %zu positions of a history of %zu", positions, history_.size()));
+  }
+  // The audio tables keep only what the kept positions refer to (they are appended in order).
+  size_t frames = 0, rows = 0;
+  for (size_t i = 0; i < positions; ++i) {
+    if (history_[i].modality == Modality::kAudioOut) frames = static_cast<size_t>(history_[i].token) + 1;
+    if (history_[i].modality == Modality::kAudioIn) rows = static_cast<size_t>(history_[i].token) + 1;
+  }
+  history_.resize(positions);
+  audio_out_.resize(frames * frame_.size());
+  audio_in_.resize(rows * static_cast<size_t>(model_.config().lfm.hidden_size));
+  if (cached_ > positions) {
+    // Conv histories cannot be rolled back: rebuild the caches from the kept history.
+    state_.Reset();
+    cached_ = 0;
+  }
+  return Status::Ok();
+}
+
+Status Lfm25Session::DropTrailingAudioOut(size_t frames) {
+  size_t seen = 0, cut = history_.size();
+  for (size_t i = history_.size(); i-- > 0 && seen < frames;) {
+    if (history_[i].modality == Modality::kAudioOut) {
+      ++seen;
+      cut = i;
+    }
+  }
+  if (seen < frames) {
+    return OutOfRange(StrFormat("the history holds %zu audio-out frames; cannot drop %zu", seen, frames));
+  }
+  return Truncate(frames == 0 ? history_.size() : cut);
+}
+
+// --- Generation ---------------------------------------------------------------
+
+Status Lfm25Session::BeginGeneration(const GenerationOptions& o, GenerationSink& sink) {
   if (o.max_new_tokens < 0) return InvalidArgument("max_new_tokens must be >= 0");
+  if (gen_.active) return InvalidArgument("this session is already generating");
   // Samplers are rebuilt only when the settings change (never per item).
   auto same = [](const SamplingParams& a, const SamplingParams& b) {
     return a.temperature == b.temperature && a.top_k == b.top_k &&
@@ -323,62 +422,197 @@ Result<GenerationResult> Lfm25Session::Generate(const GenerationOptions& o, Gene
   if (!same(audio_sampler_.params(), o.audio)) {
     LFM_ASSIGN_OR_RETURN(audio_sampler_, Sampler::Create(o.audio, audio_sampler_.max_vocab()));
   }
+  TakeCancel();
+  gen_ = Generation{};
+  gen_.active = true;
+  gen_.mode = o.mode;
+  gen_.max_new = o.max_new_tokens;
+  gen_.left = model_.config().interleaved_n_text;
+  gen_.sink = &sink;
+  return Status::Ok();
+}
+
+void Lfm25Session::Finish(Status status) {
+  gen_.active = false;
+  if (gen_.status.ok()) gen_.status = std::move(status);
+}
+
+// The official loop's text branch (liquid-audio `generate_sequential` / `_interleaved`).
+void Lfm25Session::OnText(int32_t id) {
   const SpecialTokens& sp = model_.special();
-  const int n_text = model_.config().interleaved_n_text, n_audio = model_.config().interleaved_n_audio;
-  const bool interleaved = o.mode == GenerationMode::kInterleaved;
-  GenerationResult res;
-  Modality modality = Modality::kText;
-  int left = n_text;
-  bool text_done = false;
-  for (int step = 0; step < o.max_new_tokens; ++step) {
-    // The item produced now must fit, and so must its feed on the next step.
-    if (history_.size() + 1 > context_) {
-      res.context_full = true;
-      break;
+  const bool interleaved = gen_.mode == GenerationMode::kInterleaved;
+  if (id == sp.im_end && interleaved) {  // interleaved turns end without yielding <|im_end|>
+    gen_.result.ended = true;
+    return Finish(Status::Ok());
+  }
+  history_.push_back({Modality::kText, id});
+  ++gen_.result.text_tokens;
+  if (Status s = gen_.sink->OnText(id); !s.ok()) return Finish(std::move(s));
+  if (id == sp.im_end) {
+    gen_.result.ended = true;
+    return Finish(Status::Ok());
+  }
+  if (interleaved) {
+    if (id == sp.text_end) gen_.text_done = true;
+    if (gen_.left == 0 || gen_.text_done) {
+      gen_.modality = Modality::kAudioOut;
+      gen_.left = model_.config().interleaved_n_audio;
     }
-    --left;
-    LFM_ASSIGN_OR_RETURN(const float* h, Prefill(team));
-    if (modality == Modality::kText) {
-      model_.backbone().TextLogits(h, logits_.data(), team);
-      LFM_ASSIGN_OR_RETURN(const int32_t id, text_sampler_.Sample(logits_.span(), rng_));
-      if (id == sp.im_end && interleaved) {  // interleaved turns end without yielding <|im_end|>
-        res.ended = true;
-        break;
-      }
-      history_.push_back({Modality::kText, id});
-      ++res.text_tokens;
-      LFM_RETURN_IF_ERROR(sink.OnText(id));
-      if (id == sp.im_end) {
-        res.ended = true;
-        break;
-      }
-      if (interleaved) {
-        if (id == sp.text_end) text_done = true;
-        if (left == 0 || text_done) {
-          modality = Modality::kAudioOut;
-          left = n_audio;
-        }
-      } else if (id == sp.audio_start) {
-        modality = Modality::kAudioOut;
-      }
-    } else {
-      LFM_RETURN_IF_ERROR(SampleAudioFrame(model_.depthformer(), depth_, h, audio_sampler_, rng_,
-                                           frame_.data(), team, nullptr));
-      if (interleaved && left == 0 && !text_done) {
-        modality = Modality::kText;
-        left = n_text;
-      }
-      const bool eoa = frame_[0] == sp.end_of_audio;
-      if (eoa) {  // the official loop turns the whole frame into end-of-audio and goes back to text
-        std::fill(frame_.begin(), frame_.end(), sp.end_of_audio);
-        modality = Modality::kText;
-      }
-      LFM_RETURN_IF_ERROR(AppendFrame(frame_));
-      ++res.audio_frames;
-      LFM_RETURN_IF_ERROR(sink.OnAudioFrame(frame_, eoa));
+  } else if (id == sp.audio_start) {
+    gen_.modality = Modality::kAudioOut;
+  }
+}
+
+// The audio branch, for the frame just sampled into frame_.
+void Lfm25Session::OnFrame() {
+  const SpecialTokens& sp = model_.special();
+  if (gen_.mode == GenerationMode::kInterleaved && gen_.left == 0 && !gen_.text_done) {
+    gen_.modality = Modality::kText;
+    gen_.left = model_.config().interleaved_n_text;
+  }
+  const bool eoa = frame_[0] == sp.end_of_audio;
+  if (eoa) {  // the official loop turns the whole frame into end-of-audio and goes back to text
+    std::fill(frame_.begin(), frame_.end(), sp.end_of_audio);
+    gen_.modality = Modality::kText;
+  }
+  (void)AppendFrame(frame_);
+  ++gen_.result.audio_frames;
+  if (Status s = gen_.sink->OnAudioFrame(frame_, eoa); !s.ok()) Finish(std::move(s));
+}
+
+Result<GenerationResult> Lfm25Session::Generate(const GenerationOptions& o, GenerationSink& sink,
+                                                ThreadTeam& team) {
+  LFM_RETURN_IF_ERROR(BeginGeneration(o, sink));
+  Lfm25Session* self[1] = {this};
+  while (gen_.active) LFM_RETURN_IF_ERROR(StepSessions(self, *worker_, team));
+  LFM_RETURN_IF_ERROR(gen_.status);
+  return gen_.result;
+}
+
+Status StepSessions(std::span<Lfm25Session* const> sessions, Lfm25Worker& w, ThreadTeam& team) {
+  if (sessions.size() > w.options_.max_batch) {
+    return OutOfRange(StrFormat("%zu sessions in one step exceed the worker's batch of %zu", sessions.size(),
+                                w.options_.max_batch));
+  }
+  for (size_t i = 0; i < sessions.size(); ++i) {
+    if (&sessions[i]->model_ != &w.model_) return InvalidArgument("a session of another model in this step");
+    if (sessions[i]->context_ > w.options_.max_context) {
+      return InvalidArgument("a session's context is longer than this worker was sized for");
+    }
+    for (size_t j = 0; j < i; ++j) {
+      if (sessions[j] == sessions[i]) return InvalidArgument("a session appears twice in one step");
     }
   }
-  return res;
+  const Lfm25AudioModel& model = w.model_;
+  const Lfm2Stack& stack = model.backbone().stack();
+  const size_t H = static_cast<size_t>(model.config().lfm.hidden_size);
+
+  // 1. Who steps: the loop's own stopping rules, checked before the item.
+  w.feeding_.clear();
+  for (Lfm25Session* s : sessions) {
+    Lfm25Session::Generation& g = s->gen_;
+    if (!g.active) continue;
+    if (s->TakeCancel()) {
+      g.result.cancelled = true;
+      s->Finish(Status::Ok());
+    } else if (g.steps >= g.max_new) {
+      s->Finish(Status::Ok());
+    } else if (s->history_.size() + 1 > s->context_) {
+      // The item produced now must fit, and so must its feed on the next step.
+      g.result.context_full = true;
+      s->Finish(Status::Ok());
+    } else if (s->history_.empty()) {
+      s->Finish(InvalidArgument("the conversation is empty; append a prompt first"));
+    } else {
+      ++g.steps;
+      --g.left;
+      w.feeding_.push_back(s);
+    }
+  }
+  if (w.feeding_.empty()) return Status::Ok();
+
+  // 2. Feed every uncached position, in passes that mix sessions (a prompt's prefill next to
+  //    another session's one-row decode); a session's slot s takes row h_[s] once it is fed.
+  const size_t B = w.feeding_.size();
+  float* x = w.x_.data();  // [rows, H]
+  for (bool more = true; more;) {
+    more = false;
+    w.states_.clear();
+    w.rows_.clear();
+    w.slot_.clear();
+    size_t total = 0;
+    for (size_t i = 0; i < B; ++i) {
+      Lfm25Session* s = w.feeding_[i];
+      const size_t left = s->history_.size() - s->cached_;
+      if (left == 0 || !s->gen_.active) continue;
+      const size_t n = std::min({left, s->state_.max_rows(), w.options_.max_rows - total});
+      if (n == 0) {
+        more = true;  // no room left in this pass
+        continue;
+      }
+      for (size_t r = 0; r < n; ++r) {
+        if (Status st = s->Embed(s->history_[s->cached_ + r], x + (total + r) * H); !st.ok()) {
+          s->Finish(std::move(st));
+          break;
+        }
+      }
+      if (!s->gen_.active) continue;
+      w.states_.push_back(&s->state_);
+      w.rows_.push_back(n);
+      w.slot_.push_back(i);
+      total += n;
+      if (n < left) more = true;
+    }
+    if (total == 0) break;
+    LFM_RETURN_IF_ERROR(Lfm2Forward(stack, w.states_, w.rows_, x, w.backbone_, team, nullptr));
+    size_t row = 0;
+    for (size_t j = 0; j < w.states_.size(); ++j) {
+      Lfm25Session* s = w.feeding_[w.slot_[j]];
+      row += w.rows_[j];
+      s->cached_ += w.rows_[j];
+      if (s->cached_ == s->history_.size()) {  // fed: its last row is the state to sample from
+        Lfm2FinalNorm(stack, x + (row - 1) * H, 1, w.h_.data() + w.slot_[j] * H);
+      }
+    }
+  }
+
+  // 3. Text sessions: one head pass over their hidden states (gathered), then each samples with
+  //    its own sampler and RNG.
+  w.text_.clear();
+  w.audio_.clear();
+  w.requests_.clear();
+  for (size_t i = 0; i < B; ++i) {
+    Lfm25Session* s = w.feeding_[i];
+    if (!s->gen_.active) continue;
+    if (s->gen_.modality == Modality::kText) {
+      std::copy_n(w.h_.data() + i * H, H, w.ht_.data() + w.text_.size() * H);
+      w.text_.push_back(s);
+    } else {
+      w.audio_.push_back(s);
+      w.requests_.push_back({w.h_.data() + i * H, &s->audio_sampler_, &s->rng_, s->frame_.data()});
+    }
+  }
+  const size_t V = static_cast<size_t>(model.backbone().vocab());
+  if (!w.text_.empty()) model.backbone().TextLogits(w.ht_.data(), w.text_.size(), w.logits_.data(), team);
+  for (size_t t = 0; t < w.text_.size(); ++t) {
+    Lfm25Session* s = w.text_[t];
+    Result<int32_t> id = s->text_sampler_.Sample({w.logits_.data() + t * V, V}, s->rng_);
+    if (!id.ok()) {
+      s->Finish(id.status());
+      continue;
+    }
+    s->OnText(*id);
+  }
+
+  // 4. Audio sessions: one depthformer pass for all their frames.
+  if (!w.audio_.empty()) {
+    if (Status st = SampleAudioFrames(model.depthformer(), w.requests_, w.depth_, team, nullptr); !st.ok()) {
+      for (Lfm25Session* s : w.audio_) s->Finish(st);
+      return Status::Ok();
+    }
+    for (Lfm25Session* s : w.audio_) s->OnFrame();
+  }
+  return Status::Ok();
 }
 
 void Lfm25Session::Reset() {
@@ -388,6 +622,7 @@ void Lfm25Session::Reset() {
   cached_ = 0;
   state_.Reset();
   rng_ = Rng(seed_);
+  gen_ = Generation{};
 }
 
 }  // namespace lfmvox

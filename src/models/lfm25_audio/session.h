@@ -11,6 +11,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -34,6 +35,7 @@
 namespace lfmvox {
 
 class ThreadTeam;
+class Lfm25Session;
 
 // The official modality flags (liquid-audio utils.py).
 enum class Modality : uint8_t { kText = 1, kAudioIn = 2, kAudioOut = 3 };
@@ -105,14 +107,64 @@ struct GenerationResult {
   int audio_frames = 0;       // including end-of-audio frames
   bool ended = false;         // the model closed its turn (<|im_end|>)
   bool context_full = false;  // stopped because the context has no room left
+  bool cancelled = false;     // stopped by Cancel()
+};
+
+// Scratch for running sessions: the backbone, text-head, depthformer and encoder activations of
+// one step, owned by whoever runs steps (the engine's worker), shared by every session it serves
+// and sized once. One thread uses a worker at a time.
+struct WorkerOptions {
+  size_t max_batch = 1;          // sessions one batched step takes
+  size_t max_rows = 128;         // backbone rows one pass takes over all its sessions
+  size_t max_context = 4096;     // the longest context of a session it runs
+  int threads = 1;               // the largest team it runs with
+  double max_clip_seconds = 60;  // longest audio clip one AppendAudio takes (sizes the encoder's scratch)
+};
+
+class Lfm25Worker {
+ public:
+  static Result<std::unique_ptr<Lfm25Worker>> Create(const Lfm25AudioModel& model,
+                                                     const WorkerOptions& options);
+  ~Lfm25Worker();
+  const WorkerOptions& options() const { return options_; }
+  size_t bytes() const;  // all of its scratch
+
+ private:
+  friend class Lfm25Session;
+  friend Status StepSessions(std::span<Lfm25Session* const>, Lfm25Worker&, ThreadTeam&);
+  Lfm25Worker(const Lfm25AudioModel& model, const WorkerOptions& options, Lfm2Scratch backbone,
+              DepthformerScratch depth);
+
+  const Lfm25AudioModel& model_;
+  WorkerOptions options_;
+  Lfm2Scratch backbone_;
+  DepthformerScratch depth_;
+  AlignedBuffer<float> x_;       // [max_rows, H] embeddings of the rows being run
+  AlignedBuffer<float> h_;       // [max_batch, H] final-normed hidden state of each session's last row
+  AlignedBuffer<float> ht_;      // [max_batch, H] those of the text sessions, gathered for the head
+  AlignedBuffer<float> logits_;  // [max_batch, vocab]
+  // Per-step bookkeeping, reserved for max_batch sessions.
+  std::vector<Lfm25Session*> feeding_, text_, audio_;
+  std::vector<Lfm2State*> states_;
+  std::vector<size_t> rows_, slot_;
+  std::vector<DepthRequest> requests_;
+  // Audio input.
+  std::optional<LogMelFrontEnd> mel_;    // the front end (its FFT plan and per-frame scratch)
+  std::unique_ptr<EncoderScratch> enc_;  // encoder activations for clips up to max_clip_seconds
+  MelFeatures features_;                 // the last clip's mel [n_mels, F]
+  AlignedBuffer<float> clip_;            // [max E, H] the last clip's adapter output
 };
 
 struct SessionOptions {
-  int threads = 1;               // the team size this session is used with
+  int threads = 1;               // the team size of the session's own worker (when it has one)
   size_t context = 4096;         // positions the backbone cache holds (≤ the model's maximum)
-  size_t prefill_chunk = 128;    // positions one batched backbone pass takes
+  size_t prefill_chunk = 128;    // positions one batched backbone pass takes from this session
   uint64_t seed = 0;             // sampling RNG seed: a seeded run is reproducible
-  double max_clip_seconds = 60;  // longest audio clip one AppendAudio takes (sizes the encoder's scratch)
+  double max_clip_seconds = 60;  // longest audio clip one AppendAudio takes (for its own worker)
+  // The worker whose scratch the session's own calls (Prefill, Generate, AppendAudio) use; null:
+  // the session creates one of its own for one session. A shared worker must have been sized for
+  // this session (its context and prefill_chunk) and be used by one thread at a time.
+  std::shared_ptr<Lfm25Worker> worker;
 };
 
 // The four voices LFM2.5-Audio's TTS system prompt names.
@@ -132,7 +184,8 @@ class Lfm25Session {
   Status AppendAudioIn(std::span<const float> embeddings);
   // An audio clip: downmixed, resampled to the front end's rate, log-mel,
   // encoder and adapter, then ceil(F/8) AUDIO_IN positions. `sink` receives
-  // the front end's "mel" [n_mels, F] and the encoder's traces.
+  // the front end's "mel" [n_mels, F] and the encoder's traces. Cancel() stops
+  // the encoder between layers (the history is then unchanged).
   Status AppendAudio(const AudioBuffer& audio, ThreadTeam& team, TraceSink* sink = nullptr);
   Status StartConversation();               // <|startoftext|>
   Status StartTurn(std::string_view role);  // "<|im_start|>{role}\n"
@@ -142,13 +195,36 @@ class Lfm25Session {
   // conversation first if it is empty.
   Status AppendTtsPrompt(std::string_view voice, std::string_view text);
 
-  // Generates from the current history (normally ending with
-  // "<|im_start|>assistant\n"); every item is appended to the history.
+  // Generation is a resumable state machine: BeginGeneration arms it, each
+  // StepSessions call advances every armed session by one item (a text token
+  // or an audio frame, given to its sink), and it disarms itself when the
+  // turn ends, max_new_tokens is reached, the context is full, the sink fails
+  // or Cancel() was called. Every item is appended to the history.
+  Status BeginGeneration(const GenerationOptions& options, GenerationSink& sink);
+  bool generating() const { return gen_.active; }
+  // The result so far; status() is the first error (a failed sink, an invalid step).
+  const GenerationResult& generation() const { return gen_.result; }
+  const Status& generation_status() const { return gen_.status; }
+  // BeginGeneration + steps on this session alone (its own worker) until done.
   Result<GenerationResult> Generate(const GenerationOptions& options, GenerationSink& sink, ThreadTeam& team);
 
   // Runs the backbone over every position not in the cache yet; returns the
   // last position's final-normed hidden state [H].
   Result<const float*> Prefill(ThreadTeam& team, TraceSink* sink = nullptr);
+
+  // Thread-safe: asks a running AppendAudio, Prefill or generation to stop at
+  // its next check (between encoder layers, backbone passes and steps). The
+  // call in progress returns a kCancelled status (generation: result.cancelled);
+  // the flag clears when the next call starts.
+  void Cancel() { cancel_.store(true, std::memory_order_relaxed); }
+
+  // Keeps the first `positions` positions of the history and drops the rest
+  // (barge-in: the model should remember only what the listener heard). The
+  // caches are rebuilt from the kept history on the next step.
+  Status Truncate(size_t positions);
+  // Drops the last `frames` audio-out frames of the history and everything
+  // after them, keeping the turn's earlier items.
+  Status DropTrailingAudioOut(size_t frames);
 
   size_t positions() const { return history_.size(); }
   size_t cached_positions() const { return cached_; }
@@ -157,41 +233,67 @@ class Lfm25Session {
   int32_t token(size_t i) const { return history_[i].token; }
   // Codes of an AUDIO_OUT position [num_codebooks].
   std::span<const int32_t> audio_codes(size_t i) const;
+  const Lfm25AudioModel& model() const { return model_; }
 
   // Empties the history and the caches (a new conversation).
   void Reset();
 
  private:
+  friend Status StepSessions(std::span<Lfm25Session* const>, Lfm25Worker&, ThreadTeam&);
   struct Position {
     Modality modality;
     int32_t token;  // TEXT: the id; AUDIO_OUT: frame index in audio_out_; AUDIO_IN: row index in audio_in_
   };
-  Lfm25Session(const Lfm25AudioModel& model, Lfm2State state, DepthformerState depth, Sampler text,
-               Sampler audio, const SessionOptions& options);
+  struct Generation {
+    bool active = false;
+    GenerationMode mode = GenerationMode::kSequential;
+    int max_new = 0;
+    int steps = 0;
+    Modality modality = Modality::kText;
+    int left = 0;  // items left in the current interleaved slot
+    bool text_done = false;
+    GenerationSink* sink = nullptr;
+    GenerationResult result;
+    Status status;
+  };
+  Lfm25Session(const Lfm25AudioModel& model, Lfm2State state, Sampler text, Sampler audio,
+               const SessionOptions& options);
   Status CheckRoom(size_t more) const;
   Status Embed(const Position& p, float* out) const;
   Status AppendFrame(std::span<const int32_t> codes);
+  bool TakeCancel() { return cancel_.exchange(false, std::memory_order_relaxed); }
+  void Finish(Status status);
+  // Applies a sampled text token / audio frame to the generation state.
+  void OnText(int32_t id);
+  void OnFrame();
 
   const Lfm25AudioModel& model_;
+  std::shared_ptr<Lfm25Worker> worker_;
   Lfm2State state_;
-  DepthformerState depth_;
   Sampler text_sampler_;
   Sampler audio_sampler_;
   Rng rng_;
   uint64_t seed_ = 0;
   size_t context_ = 0;
+  size_t prefill_chunk_ = 0;
   std::vector<Position> history_;
-  std::vector<int32_t> audio_out_;       // [frames, num_codebooks]
-  std::vector<float> audio_in_;          // [rows, H] encoder embeddings of the audio-in positions
-  std::optional<LogMelFrontEnd> mel_;    // the front end (its FFT plan and per-frame scratch)
-  std::unique_ptr<EncoderScratch> enc_;  // encoder activations for clips up to max_clip_seconds
-  MelFeatures features_;                 // the last clip's mel [n_mels, F]
-  std::vector<float> clip_;              // [E, H] the last clip's adapter output
-  size_t cached_ = 0;                    // history positions already in the backbone cache
-  AlignedBuffer<float> x_;               // [prefill_chunk, H] embeddings of the positions being run
-  AlignedBuffer<float> h_;               // [H] final-normed hidden state of the last position
-  AlignedBuffer<float> logits_;          // [vocab]
-  std::vector<int32_t> frame_;           // [num_codebooks]
+  std::vector<int32_t> audio_out_;  // [frames, num_codebooks]
+  std::vector<float> audio_in_;     // [rows, H] encoder embeddings of the audio-in positions
+  size_t cached_ = 0;               // history positions already in the backbone cache
+  std::vector<int32_t> frame_;      // [num_codebooks] the frame being sampled
+  Generation gen_;
+  std::atomic<bool> cancel_{false};
 };
+
+// Advances every session that is generating by one item, all in one batched
+// step: their uncached positions run through the backbone together (prefill
+// and decode rows mixed, in passes of up to the worker's max_rows), the text
+// sessions' logits in one head pass, the audio sessions' frames in one
+// depthformer pass. Each session's output is bit-identical to running it
+// alone. Sessions not generating are skipped; a session whose sink fails stops
+// with that status (generation_status()), the others go on. Fails (changing
+// nothing) only when the batch itself is invalid: more sessions than the
+// worker takes, a session twice, or a session of another model.
+Status StepSessions(std::span<Lfm25Session* const> sessions, Lfm25Worker& worker, ThreadTeam& team);
 
 }  // namespace lfmvox

@@ -1,0 +1,37 @@
+// Rotary position embedding tables, formed in f32 exactly as transformers (LFM2) and liquid-audio
+// (`precompute_freqs_cis`) form them:
+//   inv_freq[i] = 1 / f32(θ^(f32(2i) / f32(hd))),  angle = f32(f32(pos) · inv_freq[i]),
+//   cos/sin of the angle evaluated in double and rounded to f32.
+// Two layouts of the pairs within a head:
+//   kSplitHalf   (NeoX, transformers):  (x[i], x[i + hd/2])
+//   kInterleaved (GPT-J, liquid-audio): (x[2i], x[2i + 1])
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "base/aligned.h"
+
+namespace lfmvox {
+
+enum class RopeStyle { kSplitHalf, kInterleaved };
+
+class RopeTable {
+ public:
+  RopeTable() = default;
+  RopeTable(double theta, size_t head_dim, RopeStyle style);
+
+  size_t head_dim() const { return hd_; }
+  // cs[0, hd/2) = cos, cs[hd/2, hd) = sin for position pos.
+  void Angles(int64_t pos, float* cs) const;
+  // Rotates `heads` consecutive heads of x in place by the angles cs (from Angles).
+  void Apply(float* x, size_t heads, const float* cs) const;
+  const float* inv_freq() const { return inv_freq_.data(); }  // [hd/2]
+
+ private:
+  AlignedBuffer<float> inv_freq_;  // [hd/2]
+  size_t hd_ = 0;
+  RopeStyle style_ = RopeStyle::kSplitHalf;
+};
+
+}  // namespace lfmvox
