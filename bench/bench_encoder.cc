@@ -187,8 +187,10 @@ int Main(int argc, char** argv) {
   }
   const std::string path = std::string(dir) + "/model.safetensors";
   Status st = WriteRealCheckpoint(path);
+  auto config = ConformerConfig::FromJson(RealConfig()["encoder"], "bench_encoder config [encoder]");
+  if (!config.ok()) st = config.status();
   auto ck = st.ok() ? Checkpoint::Open(path) : Result<Checkpoint>(st);
-  auto enc = ck.ok() ? AudioEncoder::Load(*ck, RealConfig(), kHidden) : Result<AudioEncoder>(ck.status());
+  auto enc = ck.ok() ? AudioEncoder::Load(*ck, *config, kHidden) : Result<AudioEncoder>(ck.status());
   if (!enc.ok()) {
     std::fprintf(stderr, "%s\n", enc.status().ToString().c_str());
     return 1;

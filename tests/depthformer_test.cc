@@ -30,7 +30,7 @@
 #include "blocks/sampling.h"
 #include "io/json_config.h"
 #include "io/safetensors.h"
-#include "models/lfm25_audio/lfm2_config.h"
+#include "models/lfm25_audio/config.h"
 #include "threading/thread_team.h"
 #include "trace_util.h"
 
@@ -97,8 +97,14 @@ Loaded Load(const std::string& ckpt_path, const std::string& case_name, Status* 
   l.ckpt = std::make_unique<Checkpoint>(std::move(ckpt).value());
   l.config = std::move(cfg).value();
   if (edit) edit(l.config);
-  l.hidden = l.config["lfm"]["hidden_size"].get<int>();
-  Result<Depthformer> df = Depthformer::Load(*l.ckpt, l.config, l.hidden);
+  Result<Lfm25AudioConfig> parsed =
+      Lfm25AudioConfig::FromJson(l.config, DataPath(case_name + "/config.json"));
+  if (!parsed.ok()) {
+    *status = parsed.status();
+    return l;
+  }
+  l.hidden = parsed->lfm.hidden_size;
+  Result<Depthformer> df = Depthformer::Load(*l.ckpt, parsed->depthformer, l.hidden);
   *status = df.status();
   if (df.ok()) l.model = std::make_unique<Depthformer>(std::move(df).value());
   return l;

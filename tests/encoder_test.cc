@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "io/json_config.h"
+#include "models/lfm25_audio/config.h"
 #include "models/lfm25_audio/conformer.h"
 #include "models/lfm25_audio/lfm2_config.h"
 #include "threading/thread_team.h"
@@ -38,7 +39,8 @@ constexpr double kTol = 5e-5;
 
 struct Case {
   std::string dir;
-  json config;
+  json config;                     // the file, for the config edits below
+  ConformerConfig encoder_config;  // its `encoder` section as the model loads it
   int hidden = 0;
   std::optional<Checkpoint> ckpt;
   std::optional<AudioEncoder> encoder;
@@ -53,11 +55,14 @@ Case& Load(const std::string& name) {
     auto cfg = ReadJsonFile(c->dir + "/config.json");
     EXPECT_TRUE(cfg.ok()) << cfg.status().ToString();
     c->config = *cfg;
-    c->hidden = c->config["lfm"]["hidden_size"].get<int>();
+    auto parsed = Lfm25AudioConfig::FromJson(c->config, c->dir + "/config.json");
+    EXPECT_TRUE(parsed.ok()) << parsed.status().ToString();
+    c->encoder_config = parsed->encoder;
+    c->hidden = parsed->lfm.hidden_size;
     auto ck = Checkpoint::Open(c->dir);
     EXPECT_TRUE(ck.ok()) << ck.status().ToString();
     c->ckpt.emplace(std::move(ck).value());
-    auto enc = AudioEncoder::Load(*c->ckpt, c->config, c->hidden);
+    auto enc = AudioEncoder::Load(*c->ckpt, c->encoder_config, c->hidden);
     EXPECT_TRUE(enc.ok()) << enc.status().ToString();
     c->encoder.emplace(std::move(enc).value());
   }
@@ -218,7 +223,8 @@ TEST(Encoder, RejectsTooLongInputAndLargeTeam) {
 TEST(ConformerConfig, RejectsUnsupportedValues) {
   Case& c = Load("lfm25_tiny");
   const json good = c.config["encoder"];
-  ASSERT_TRUE(ConformerConfig::Parse(good).ok());
+  const std::string where = "config.json [encoder]";
+  ASSERT_TRUE(ConformerConfig::FromJson(good, where).ok());
   struct Bad {
     const char* key;
     json value;
@@ -245,7 +251,7 @@ TEST(ConformerConfig, RejectsUnsupportedValues) {
   for (const Bad& b : bad) {
     json j = good;
     j[b.key] = b.value;
-    auto r = ConformerConfig::Parse(j);
+    auto r = ConformerConfig::FromJson(j, where);
     ASSERT_FALSE(r.ok()) << b.key;
     EXPECT_EQ(r.status().code(), b.code) << r.status().ToString();
     EXPECT_NE(r.status().message().find(b.key), std::string::npos) << r.status().ToString();
@@ -253,7 +259,7 @@ TEST(ConformerConfig, RejectsUnsupportedValues) {
   for (const char* key : {"xscaling", "d_model", "subsampling"}) {  // required keys
     json j = good;
     j.erase(key);
-    auto r = ConformerConfig::Parse(j);
+    auto r = ConformerConfig::FromJson(j, where);
     ASSERT_FALSE(r.ok()) << key;
     EXPECT_NE(r.status().message().find(key), std::string::npos) << r.status().ToString();
   }
@@ -262,12 +268,12 @@ TEST(ConformerConfig, RejectsUnsupportedValues) {
   j.erase("att_context_size");
   j.erase("conv_context_size");
   j["subsampling_conv_channels"] = -1;  // NeMo: as many as d_model
-  auto r = ConformerConfig::Parse(j);
+  auto r = ConformerConfig::FromJson(j, where);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(r->subsampling_channels, r->d_model);
   EXPECT_FALSE(r->xscaling);
   EXPECT_EQ(r->subsampled_bins(), 16);
-  EXPECT_FALSE(AudioEncoder::Load(*c.ckpt, json::object(), c.hidden).ok());
+  EXPECT_FALSE(AudioEncoder::Load(*c.ckpt, ConformerConfig{}, c.hidden).ok());
 }
 
 // A checkpoint without one encoder tensor: Load fails with NotFound naming it.
@@ -291,12 +297,12 @@ TEST(AudioEncoder, MissingTensorIsNamed) {
   ASSERT_TRUE(WriteSafetensors(path, tensors).ok());
   auto ck = Checkpoint::Open(path);
   ASSERT_TRUE(ck.ok()) << ck.status().ToString();
-  auto enc = AudioEncoder::Load(*ck, c.config, c.hidden);
+  auto enc = AudioEncoder::Load(*ck, c.encoder_config, c.hidden);
   ASSERT_FALSE(enc.ok());
   EXPECT_EQ(enc.status().code(), StatusCode::kNotFound) << enc.status().ToString();
   EXPECT_NE(enc.status().message().find(missing), std::string::npos) << enc.status().ToString();
   // A wrong backbone width is a shape error on the adapter's last Linear.
-  auto wrong = AudioEncoder::Load(*c.ckpt, c.config, c.hidden + 1);
+  auto wrong = AudioEncoder::Load(*c.ckpt, c.encoder_config, c.hidden + 1);
   ASSERT_FALSE(wrong.ok());
   EXPECT_NE(wrong.status().message().find("audio_adapter.model.3.weight"), std::string::npos)
       << wrong.status().ToString();

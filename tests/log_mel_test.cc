@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <fstream>
 #include <limits>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,7 @@ namespace lfmvox {
 namespace {
 
 const std::string kData = LFMVOX_TEST_DATA_DIR;
+const std::string kWhere = "config.json [preprocessor]";
 
 NpyArray LoadNpy(const std::string& path) {
   Result<NpyArray> a = ReadNpy(path);
@@ -40,7 +42,7 @@ nlohmann::json Preprocessor(const std::string& model_case = "lfm25_tiny") {
 }
 
 LogMelFrontEnd MakeFrontEnd(const std::string& model_case = "lfm25_tiny") {
-  Result<LogMelConfig> c = LogMelConfig::FromJson(Preprocessor(model_case));
+  Result<LogMelConfig> c = LogMelConfig::FromJson(Preprocessor(model_case), kWhere);
   EXPECT_TRUE(c.ok()) << c.status().ToString();
   Result<LogMelFrontEnd> m = LogMelFrontEnd::Create(*c);
   EXPECT_TRUE(m.ok()) << m.status().ToString();
@@ -83,7 +85,7 @@ void ExpectMelMatches(const MelFeatures& mel, const std::string& model_case, con
 }
 
 TEST(LogMelConfigTest, ReadsTheModelConfig) {
-  Result<LogMelConfig> c = LogMelConfig::FromJson(Preprocessor());
+  Result<LogMelConfig> c = LogMelConfig::FromJson(Preprocessor(), kWhere);
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_EQ(c->sample_rate, 16000);
   EXPECT_EQ(c->win_length, 400);  // int(0.025 · 16000)
@@ -93,12 +95,12 @@ TEST(LogMelConfigTest, ReadsTheModelConfig) {
   EXPECT_EQ(c->pad_value, 0.0f);
   nlohmann::json p = Preprocessor();
   p["n_fft"] = nullptr;  // NeMo: next power of two of the window
-  Result<LogMelConfig> d = LogMelConfig::FromJson(p);
+  Result<LogMelConfig> d = LogMelConfig::FromJson(p, kWhere);
   ASSERT_TRUE(d.ok()) << d.status().ToString();
   EXPECT_EQ(d->n_fft, 512);
   p.erase("dither");
   p.erase("pad_value");
-  EXPECT_TRUE(LogMelConfig::FromJson(p).ok()) << "dither and pad_value are optional";
+  EXPECT_TRUE(LogMelConfig::FromJson(p, kWhere).ok()) << "dither and pad_value are optional";
 }
 
 TEST(LogMelConfigTest, RejectsWhatIsNotImplementedOrInvalid) {
@@ -113,33 +115,34 @@ TEST(LogMelConfigTest, RejectsWhatIsNotImplementedOrInvalid) {
       {"log", false, StatusCode::kUnimplemented},
       {"frame_splicing", 3, StatusCode::kUnimplemented},
       {"pad_to", 16, StatusCode::kUnimplemented},
-      {"sample_rate", 0, StatusCode::kInvalidArgument},
+      {"sample_rate", 0, StatusCode::kOutOfRange},
       {"sample_rate", 16000.5, StatusCode::kInvalidArgument},
       {"sample_rate", "16000", StatusCode::kInvalidArgument},
       {"window_size", 0.0, StatusCode::kInvalidArgument},
       {"window_stride", -0.01, StatusCode::kInvalidArgument},
-      {"features", 0, StatusCode::kInvalidArgument},
+      {"features", 0, StatusCode::kOutOfRange},
       {"n_fft", 256, StatusCode::kInvalidArgument},  // shorter than the 400-sample window
       {"log", "yes", StatusCode::kInvalidArgument},
-      {"dither", -1, StatusCode::kInvalidArgument},
+      {"dither", -1, StatusCode::kOutOfRange},
       {"preemph", 0.9, StatusCode::kInvalidArgument},  // not a PreprocessorConfig key
   };
   for (const Case& c : cases) {
     nlohmann::json p = Preprocessor();
     p[c.key] = c.value;
-    Result<LogMelConfig> r = LogMelConfig::FromJson(p);
+    Result<LogMelConfig> r = LogMelConfig::FromJson(p, kWhere);
     ASSERT_FALSE(r.ok()) << c.key << " = " << c.value.dump();
     EXPECT_EQ(r.status().code(), c.code) << r.status().ToString();
     EXPECT_NE(r.status().message().find(c.key), std::string::npos) << r.status().ToString();
   }
   nlohmann::json p = Preprocessor();
   p.erase("n_fft");
-  EXPECT_EQ(LogMelConfig::FromJson(p).status().code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(LogMelConfig::FromJson(nlohmann::json::array()).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(LogMelConfig::FromJson(p, kWhere).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(LogMelConfig::FromJson(nlohmann::json::array(), kWhere).status().code(),
+            StatusCode::kInvalidArgument);
   // 514 = 2·257: a length the FFT does not do.
   p = Preprocessor();
   p["n_fft"] = 514;
-  Result<LogMelConfig> c = LogMelConfig::FromJson(p);
+  Result<LogMelConfig> c = LogMelConfig::FromJson(p, kWhere);
   ASSERT_TRUE(c.ok());
   EXPECT_FALSE(LogMelFrontEnd::Create(*c).ok());
 }

@@ -1,11 +1,19 @@
-// Typed, range-checked reads of config.json keys. A present key of the wrong
-// type or out of range is an error naming `where` and the key; an absent (or
-// null) key leaves *out at the caller's default unless it is required.
+// Typed, range-checked reads of config.json keys: the one set of readers every
+// config parser uses. A present key of the wrong type or out of range is an
+// error naming `where` (the file and section, e.g. "config.json [encoder]")
+// and the key; an absent (or null) key is NotFound when required, else it
+// leaves *out at the caller's default.
+//   wrong type    InvalidArgument  `<where>: "key" must be ...`
+//   out of range  OutOfRange       `<where>: "key" = v is outside [lo, hi]`
+//   missing       NotFound         `<where> lacks the required key "key"`
+//   unsupported   Unimplemented    `<where>: "key" = v is not supported (only ...)`
 #pragma once
 
 #include <cstdint>
 #include <nlohmann/json_fwd.hpp>
+#include <span>
 #include <string>
+#include <vector>
 
 #include "base/status.h"
 
@@ -14,10 +22,40 @@ namespace lfmvox {
 // Reads and parses a JSON file holding an object; the error names the file.
 Result<nlohmann::json> ReadJsonFile(const std::string& path);
 
+// True when `key` is present and not null.
+bool HasKey(const nlohmann::json& j, const char* key);
+// InvalidArgument unless j is an object.
+Status CheckObject(const nlohmann::json& j, const std::string& where);
+// InvalidArgument naming the first key of j that is not in `known` (for
+// configs whose reference dataclass rejects unknown keys: an unknown key is a
+// setting we would silently ignore).
+Status CheckKnownKeys(const nlohmann::json& j, const std::string& where, std::span<const char* const> known);
+// The object j[key]; NotFound `<where> lacks the "key" section` if absent,
+// InvalidArgument if not an object.
+Result<const nlohmann::json*> GetSection(const nlohmann::json& j, const char* key, const std::string& where);
+
+// An integer in [lo, hi]; a float with a whole value (16000.0) is accepted.
 Status GetInt(const nlohmann::json& j, const char* key, const std::string& where, bool required, int64_t lo,
               int64_t hi, int* out);
-Status GetDouble(const nlohmann::json& j, const char* key, const std::string& where, double lo, double hi,
-                 double* out);
-Status GetBool(const nlohmann::json& j, const char* key, const std::string& where, bool* out);
+Status GetDouble(const nlohmann::json& j, const char* key, const std::string& where, bool required, double lo,
+                 double hi, double* out);
+// A number in [lo, hi] stored as float (eps values, pad values).
+Status GetFloat(const nlohmann::json& j, const char* key, const std::string& where, bool required, double lo,
+                double hi, float* out);
+Status GetBool(const nlohmann::json& j, const char* key, const std::string& where, bool required, bool* out);
+Status GetString(const nlohmann::json& j, const char* key, const std::string& where, bool required,
+                 std::string* out);
+// An array of integers, each in [lo, hi]; replaces *out when present.
+Status GetIntArray(const nlohmann::json& j, const char* key, const std::string& where, bool required,
+                   int64_t lo, int64_t hi, std::vector<int>* out);
+// An array of strings; replaces *out when present.
+Status GetStringArray(const nlohmann::json& j, const char* key, const std::string& where, bool required,
+                      std::vector<std::string>* out);
+
+// A key this engine implements for one value only: absent or null is that
+// value when absent_ok (else NotFound); a present value other than `want` is
+// Unimplemented naming key and value; `what` says what the value means.
+Status RequireValue(const nlohmann::json& j, const char* key, const std::string& where,
+                    const nlohmann::json& want, bool absent_ok, const char* what);
 
 }  // namespace lfmvox

@@ -1,32 +1,278 @@
 #include "models/lfm25_audio/config.h"
 
+#include <cfloat>
+#include <limits>
+#include <nlohmann/json.hpp>
+
+#include "io/audio_file.h"
 #include "io/json_config.h"
 
 namespace lfmvox {
 
-Result<Lfm25AudioConfig> Lfm25AudioConfig::Load(const std::string& path) {
+using nlohmann::json;
+
+// ---------------------------------------------------------------------------
+// depthformer
+
+Result<DepthformerConfig> DepthformerConfig::FromJson(const json& d, const std::string& where) {
+  constexpr int64_t kMaxDim = 1 << 16;  // far above any real width; stops absurd allocations
+  LFM_RETURN_IF_ERROR(CheckObject(d, where));
+  DepthformerConfig c;
+  LFM_RETURN_IF_ERROR(GetInt(d, "layers", where, true, 1, 256, &c.layers));
+  LFM_RETURN_IF_ERROR(GetInt(d, "dim", where, true, 1, kMaxDim, &c.dim));
+  LFM_RETURN_IF_ERROR(GetInt(d, "heads", where, false, 1, kMaxDim, &c.heads));
+  LFM_RETURN_IF_ERROR(GetInt(d, "kv_heads", where, false, 1, kMaxDim, &c.kv_heads));
+  LFM_RETURN_IF_ERROR(GetBool(d, "tie", where, false, &c.tie));
+  LFM_RETURN_IF_ERROR(GetDouble(d, "rope_theta", where, false, 1.0, 1e12, &c.rope_theta));
+  LFM_RETURN_IF_ERROR(GetFloat(d, "norm_eps", where, false, 1e-12, 1.0, &c.eps));
+  if (c.dim % c.heads != 0 || c.heads % c.kv_heads != 0) {
+    return InvalidArgument(
+        StrFormat("%s: dim %d, heads %d, kv_heads %d: dim must divide into the heads and heads into the "
+                  "kv heads",
+                  where.c_str(), c.dim, c.heads, c.kv_heads));
+  }
+  c.head_dim = c.dim / c.heads;
+  if (c.head_dim % 2 != 0) {
+    return InvalidArgument(
+        StrFormat("%s: head dim %d (dim / heads) must be even for RoPE pairs", where.c_str(), c.head_dim));
+  }
+  return c;
+}
+
+// ---------------------------------------------------------------------------
+// encoder
+
+namespace {
+
+// Every key of liquid-audio's ConformerEncoderConfig; its dataclass rejects
+// others, and so do we (an unknown key is a setting we would silently ignore).
+// clang-format off
+constexpr const char* kConformerKeys[] = {
+    "feat_in", "feat_out", "n_layers", "d_model", "subsampling", "subsampling_factor",
+    "subsampling_conv_channels", "causal_downsampling", "reduction", "reduction_position", "reduction_factor",
+    "ff_expansion_factor", "self_attention_model", "n_heads", "att_context_size", "xscaling", "untie_biases",
+    "pos_emb_max_len", "conv_kernel_size", "conv_norm_type", "conv_context_size", "dropout",
+    "dropout_pre_encoder", "dropout_emb", "dropout_att"};
+// clang-format on
+
+}  // namespace
+
+Result<ConformerConfig> ConformerConfig::FromJson(const json& j, const std::string& where) {
+  LFM_RETURN_IF_ERROR(CheckObject(j, where));
+  LFM_RETURN_IF_ERROR(CheckKnownKeys(j, where, kConformerKeys));
+  ConformerConfig c;
+  LFM_RETURN_IF_ERROR(GetInt(j, "feat_in", where, true, 1, 4096, &c.feat_in));
+  LFM_RETURN_IF_ERROR(GetInt(j, "n_layers", where, true, 1, 1024, &c.n_layers));
+  LFM_RETURN_IF_ERROR(GetInt(j, "d_model", where, true, 1, 1 << 16, &c.d_model));
+  LFM_RETURN_IF_ERROR(GetInt(j, "n_heads", where, true, 1, 1024, &c.n_heads));
+  if (c.d_model % c.n_heads != 0) {
+    return InvalidArgument(
+        StrFormat("%s: n_heads %d does not divide d_model %d", where.c_str(), c.n_heads, c.d_model));
+  }
+  // NeMo's -1 means "as many channels as d_model".
+  c.subsampling_channels = -1;
+  LFM_RETURN_IF_ERROR(
+      GetInt(j, "subsampling_conv_channels", where, true, -1, 1 << 16, &c.subsampling_channels));
+  if (c.subsampling_channels == -1) c.subsampling_channels = c.d_model;
+  if (c.subsampling_channels == 0) return OutOfRange(where + ": \"subsampling_conv_channels\" is 0");
+  LFM_RETURN_IF_ERROR(GetInt(j, "ff_expansion_factor", where, true, 1, 64, &c.ff_expansion_factor));
+  LFM_RETURN_IF_ERROR(GetInt(j, "conv_kernel_size", where, true, 1, 63, &c.conv_kernel_size));
+  if (c.conv_kernel_size % 2 == 0) {
+    return InvalidArgument(StrFormat("%s: \"conv_kernel_size\" = %d must be odd for symmetric padding",
+                                     where.c_str(), c.conv_kernel_size));
+  }
+  // xscaling changes the numbers and NeMo's default (true) differs from
+  // LFM2.5's value (false), so the file must say.
+  LFM_RETURN_IF_ERROR(GetBool(j, "xscaling", where, true, &c.xscaling));
+  // Checked for type only; neither changes the numbers. pos_emb_max_len is
+  // NeMo's initial relative-position table length, extended for longer inputs
+  // with the same values (the encoder builds the table it needs). untie_biases
+  // = false shares one pos_bias_u/v parameter between the layers, but NeMo
+  // still registers it in every layer, so the checkpoint holds it under each
+  // layer's name and the per-layer reads are right either way.
+  int pos_emb_max_len = 5000;
+  bool untie_biases = true;
+  LFM_RETURN_IF_ERROR(GetInt(j, "pos_emb_max_len", where, false, 1, 1 << 30, &pos_emb_max_len));
+  LFM_RETURN_IF_ERROR(GetBool(j, "untie_biases", where, false, &untie_biases));
+
+  LFM_RETURN_IF_ERROR(
+      RequireValue(j, "subsampling", where, "dw_striding", false, "depthwise-separable striding"));
+  LFM_RETURN_IF_ERROR(RequireValue(j, "subsampling_factor", where, 8, false, "three stride-2 stages"));
+  LFM_RETURN_IF_ERROR(
+      RequireValue(j, "causal_downsampling", where, false, true, "symmetric subsampling convolutions"));
+  LFM_RETURN_IF_ERROR(
+      RequireValue(j, "self_attention_model", where, "rel_pos", false, "Transformer-XL relative positions"));
+  LFM_RETURN_IF_ERROR(
+      RequireValue(j, "att_context_size", where, json::array({-1, -1}), true, "full attention"));
+  LFM_RETURN_IF_ERROR(
+      RequireValue(j, "conv_norm_type", where, "batch_norm", true, "BatchNorm in the conv module"));
+  LFM_RETURN_IF_ERROR(RequireValue(j, "feat_out", where, -1, true, "no output projection"));
+  LFM_RETURN_IF_ERROR(RequireValue(j, "reduction", where, nullptr, true, "no time reduction"));
+  LFM_RETURN_IF_ERROR(RequireValue(j, "reduction_position", where, nullptr, true, "no time reduction"));
+  LFM_RETURN_IF_ERROR(RequireValue(j, "reduction_factor", where, 1, true, "no time reduction"));
+  const int half = (c.conv_kernel_size - 1) / 2;
+  LFM_RETURN_IF_ERROR(RequireValue(j, "conv_context_size", where, json::array({half, half}), true,
+                                   "symmetric conv context (k − 1)/2 each side"));
+  // dropout, dropout_pre_encoder, dropout_emb, dropout_att: identity at inference.
+  return c;
+}
+
+// ---------------------------------------------------------------------------
+// preprocessor
+
+namespace {
+
+constexpr const char* kPreprocessorKeys[] = {"sample_rate",    "normalize", "window_size", "window_stride",
+                                             "window",         "features",  "n_fft",       "log",
+                                             "frame_splicing", "dither",    "pad_to",      "pad_value"};
+
+}  // namespace
+
+Result<LogMelConfig> LogMelConfig::FromJson(const json& pre, const std::string& where) {
+  LFM_RETURN_IF_ERROR(CheckObject(pre, where));
+  LFM_RETURN_IF_ERROR(CheckKnownKeys(pre, where, kPreprocessorKeys));
+  LogMelConfig c;
+  LFM_RETURN_IF_ERROR(GetInt(pre, "sample_rate", where, true, 1, kMaxAudioSampleRate, &c.sample_rate));
+  LFM_RETURN_IF_ERROR(GetInt(pre, "features", where, true, 1, 4096, &c.n_mels));
+
+  // NeMo: n_window_size = int(window_size * sample_rate), n_window_stride likewise (truncation).
+  for (const auto& [key, out] :
+       {std::pair{"window_size", &c.win_length}, std::pair{"window_stride", &c.hop_length}}) {
+    double seconds = 0;
+    LFM_RETURN_IF_ERROR(GetDouble(pre, key, where, true, std::numeric_limits<double>::lowest(),
+                                  std::numeric_limits<double>::max(), &seconds));
+    const double samples = seconds * c.sample_rate;
+    if (!(samples >= 1.0 && samples <= 1 << 20)) {
+      return InvalidArgument(
+          StrFormat("%s: \"%s\" = %g s is %g samples at %d Hz; need at least 1 (and at "
+                    "most 2^20)",
+                    where.c_str(), key, seconds, samples, c.sample_rate));
+    }
+    *out = static_cast<int>(samples);
+  }
+  // n_fft must be present; null means NeMo's 2 ** ceil(log2(win_length)).
+  if (!pre.contains("n_fft"))
+    return NotFound(where + " lacks the required key \"n_fft\" (null for the default)");
+  if (pre.at("n_fft").is_null()) {
+    c.n_fft = 1;
+    while (c.n_fft < c.win_length) c.n_fft *= 2;
+  } else {
+    LFM_RETURN_IF_ERROR(GetInt(pre, "n_fft", where, true, 2, 1 << 20, &c.n_fft));
+  }
+  if (c.n_fft < c.win_length) {
+    return InvalidArgument(StrFormat("%s: \"n_fft\" = %d is shorter than the %d-sample window", where.c_str(),
+                                     c.n_fft, c.win_length));
+  }
+  LFM_RETURN_IF_ERROR(
+      RequireValue(pre, "normalize", where, "per_feature", false, "per-feature normalisation"));
+  LFM_RETURN_IF_ERROR(RequireValue(pre, "window", where, "hann", false, "a Hann window"));
+  bool log = true;
+  LFM_RETURN_IF_ERROR(GetBool(pre, "log", where, true, &log));
+  if (!log) return Unimplemented(where + ": \"log\" = false is not supported (only true: log-mel)");
+  int splicing = 0, pad_to = 0;
+  LFM_RETURN_IF_ERROR(GetInt(pre, "frame_splicing", where, true, 0, 1 << 20, &splicing));
+  if (splicing != 1) {
+    return Unimplemented(
+        StrFormat("%s: \"frame_splicing\" = %d is not supported (only 1)", where.c_str(), splicing));
+  }
+  LFM_RETURN_IF_ERROR(GetInt(pre, "pad_to", where, true, 0, 1 << 20, &pad_to));
+  if (pad_to != 0)
+    return Unimplemented(StrFormat("%s: \"pad_to\" = %d is not supported (only 0)", where.c_str(), pad_to));
+  double dither = 0;  // checked only: NeMo dithers in training
+  LFM_RETURN_IF_ERROR(
+      GetDouble(pre, "dither", where, false, 0.0, std::numeric_limits<double>::max(), &dither));
+  LFM_RETURN_IF_ERROR(GetFloat(pre, "pad_value", where, false, -FLT_MAX, FLT_MAX, &c.pad_value));
+  return c;
+}
+
+// ---------------------------------------------------------------------------
+// audio_detokenizer/config.json
+
+Result<Lfm25DetokenizerConfig> Lfm25DetokenizerConfig::FromJson(const json& j, const std::string& where) {
+  Lfm25DetokenizerConfig c;
+  LFM_ASSIGN_OR_RETURN(c.lfm, Lfm2Config::FromJson(j, where));
+  // The architecture's own constants (liquid-audio detokenizer.py: 8 fused
+  // codebooks, ×6 upsampling, ISTFT hop 320 at 24 kHz, Linear(512, 1282)),
+  // unless the file states them.
+  c.num_codebooks = 8;
+  c.upsample = 6;
+  c.hop = 320;
+  c.sample_rate = 24000;
+  c.output_size = 1282;
+  constexpr int64_t kMax = 1 << 20;
+  LFM_RETURN_IF_ERROR(GetInt(j, "codebooks", where, false, 1, 64, &c.num_codebooks));
+  LFM_RETURN_IF_ERROR(GetInt(j, "upsample_factor", where, false, 1, 64, &c.upsample));
+  LFM_RETURN_IF_ERROR(GetInt(j, "hop_length", where, false, 1, kMax, &c.hop));
+  LFM_RETURN_IF_ERROR(GetInt(j, "sample_rate", where, false, 1, kMax, &c.sample_rate));
+  LFM_RETURN_IF_ERROR(GetInt(j, "output_size", where, false, 4, kMax, &c.output_size));
+  if (c.output_size % 2 != 0 || c.output_size < 4) {
+    return InvalidArgument(where + ": output_size must be 2·(n_fft/2 + 1), an even number");
+  }
+  c.n_fft = c.output_size - 2;
+  if (c.hop > c.n_fft || (c.n_fft - c.hop) % 2 != 0) {
+    return InvalidArgument(StrFormat("%s: hop %d and n_fft %d do not allow a centred (\"same\") inverse STFT",
+                                     where.c_str(), c.hop, c.n_fft));
+  }
+  for (LayerKind k : c.lfm.layers) {
+    if (k == LayerKind::kFullAttention) {
+      return InvalidArgument(where +
+                             ": the detokenizer streams, so its attention layers must be "
+                             "sliding_attention (a full_attention layer has no bounded state)");
+    }
+  }
+  return c;
+}
+
+Result<Lfm25DetokenizerConfig> Lfm25DetokenizerConfig::Load(const std::string& path) {
+  LFM_ASSIGN_OR_RETURN(json j, ReadJsonFile(path));
+  return FromJson(j, path);
+}
+
+// ---------------------------------------------------------------------------
+// config.json
+
+Result<Lfm25AudioConfig> Lfm25AudioConfig::FromJson(const json& j, const std::string& where) {
+  LFM_RETURN_IF_ERROR(CheckObject(j, where));
   Lfm25AudioConfig c;
-  LFM_ASSIGN_OR_RETURN(c.raw, ReadJsonFile(path));
-  auto lfm = c.raw.find("lfm");
-  if (lfm == c.raw.end() || !lfm->is_object()) {
-    return NotFound(path +
+  auto lfm = j.find("lfm");
+  if (lfm == j.end() || !lfm->is_object()) {
+    return NotFound(where +
                     " lacks the \"lfm\" section (the backbone's Lfm2Config); is this an LFM2.5-Audio model?");
   }
-  LFM_ASSIGN_OR_RETURN(c.lfm, ParseLfm2Config(*lfm, path + " [lfm]"));
+  LFM_ASSIGN_OR_RETURN(c.lfm, Lfm2Config::FromJson(*lfm, where + " [lfm]"));
   for (LayerKind k : c.lfm.layers) {
     if (k == LayerKind::kSlidingAttention) {
-      return Unimplemented(path +
+      return Unimplemented(where +
                            " [lfm]: the backbone has full-attention layers only; sliding_attention is not "
                            "supported there");
     }
   }
-  LFM_RETURN_IF_ERROR(GetInt(c.raw, "codebooks", path, true, 1, 64, &c.codebooks));
-  LFM_RETURN_IF_ERROR(GetInt(c.raw, "interleaved_n_text", path, true, 1, 1 << 16, &c.interleaved_n_text));
-  LFM_RETURN_IF_ERROR(GetInt(c.raw, "interleaved_n_audio", path, true, 1, 1 << 16, &c.interleaved_n_audio));
-  auto depth = c.raw.find("depthformer");
-  if (depth == c.raw.end() || !depth->is_object())
-    return NotFound(path + " lacks the \"depthformer\" section");
+  LFM_RETURN_IF_ERROR(GetInt(j, "codebooks", where, true, 1, 64, &c.codebooks));
+  LFM_RETURN_IF_ERROR(GetInt(j, "interleaved_n_text", where, true, 1, 1 << 16, &c.interleaved_n_text));
+  LFM_RETURN_IF_ERROR(GetInt(j, "interleaved_n_audio", where, true, 1, 1 << 16, &c.interleaved_n_audio));
+
+  LFM_ASSIGN_OR_RETURN(const json* depth, GetSection(j, "depthformer", where));
+  LFM_ASSIGN_OR_RETURN(c.depthformer, DepthformerConfig::FromJson(*depth, where + " [depthformer]"));
+  c.depthformer.num_codebooks = c.codebooks;
+
+  LFM_ASSIGN_OR_RETURN(const json* enc, GetSection(j, "encoder", where));
+  LFM_ASSIGN_OR_RETURN(c.encoder, ConformerConfig::FromJson(*enc, where + " [encoder]"));
+
+  LFM_ASSIGN_OR_RETURN(const json* pre, GetSection(j, "preprocessor", where));
+  LFM_ASSIGN_OR_RETURN(c.preprocessor, LogMelConfig::FromJson(*pre, where + " [preprocessor]"));
+  // The encoder reads the front end's mels as they are.
+  if (c.encoder.feat_in != c.preprocessor.n_mels) {
+    return InvalidArgument(
+        StrFormat("%s: [encoder] \"feat_in\" = %d but [preprocessor] \"features\" = %d; the "
+                  "encoder takes the front end's mel bins",
+                  where.c_str(), c.encoder.feat_in, c.preprocessor.n_mels));
+  }
   return c;
+}
+
+Result<Lfm25AudioConfig> Lfm25AudioConfig::Load(const std::string& path) {
+  LFM_ASSIGN_OR_RETURN(json j, ReadJsonFile(path));
+  return FromJson(j, path);
 }
 
 }  // namespace lfmvox

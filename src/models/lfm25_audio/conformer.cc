@@ -4,7 +4,6 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <nlohmann/json.hpp>
 
 #include "blocks/weights.h"
 #include "ops/nn_ops.h"
@@ -15,128 +14,6 @@ namespace lfmvox {
 using conformer::Layer;
 using conformer::LayerNorm;
 using conformer::Linear;
-using nlohmann::json;
-
-// ---------------------------------------------------------------------------
-// Config
-
-namespace {
-
-constexpr const char* kWhere = "config.json encoder";
-
-Status GetInt(const json& j, const char* key, bool required, int64_t lo, int64_t hi, int* out) {
-  auto it = j.find(key);
-  if (it == j.end() || it->is_null()) {
-    if (required) return NotFound(StrFormat("%s lacks the required key \"%s\"", kWhere, key));
-    return Status::Ok();
-  }
-  if (!it->is_number_integer()) {
-    return InvalidArgument(StrFormat("%s: \"%s\" must be an integer", kWhere, key));
-  }
-  const int64_t v = it->get<int64_t>();
-  if (v < lo || v > hi) {
-    return OutOfRange(StrFormat("%s: \"%s\" = %lld is outside [%lld, %lld]", kWhere, key,
-                                static_cast<long long>(v), static_cast<long long>(lo),
-                                static_cast<long long>(hi)));
-  }
-  *out = static_cast<int>(v);
-  return Status::Ok();
-}
-
-Status GetBool(const json& j, const char* key, bool required, bool* out) {
-  auto it = j.find(key);
-  if (it == j.end() || it->is_null()) {
-    if (required) return NotFound(StrFormat("%s lacks the required key \"%s\"", kWhere, key));
-    return Status::Ok();
-  }
-  if (!it->is_boolean()) return InvalidArgument(StrFormat("%s: \"%s\" must be true or false", kWhere, key));
-  *out = it->get<bool>();
-  return Status::Ok();
-}
-
-// A key this engine implements for one value only: absent or null is
-// accepted as that value when absent_ok (else NotFound); any value but
-// `want` is Unimplemented, naming key and value.
-Status Require(const json& j, const char* key, const json& want, bool absent_ok, const char* what) {
-  auto it = j.find(key);
-  if (it == j.end() || it->is_null()) {
-    if (absent_ok) return Status::Ok();
-    return NotFound(StrFormat("%s lacks the required key \"%s\"", kWhere, key));
-  }
-  if (*it != want) {
-    return Unimplemented(StrFormat("%s: \"%s\" = %s is not supported (only %s: %s)", kWhere, key,
-                                   it->dump().c_str(), want.dump().c_str(), what));
-  }
-  return Status::Ok();
-}
-
-// Every key of liquid-audio's ConformerEncoderConfig; its dataclass rejects
-// others, and so do we (an unknown key is a setting we would silently ignore).
-// clang-format off
-constexpr const char* kKnownKeys[] = {
-    "feat_in", "feat_out", "n_layers", "d_model", "subsampling", "subsampling_factor",
-    "subsampling_conv_channels", "causal_downsampling", "reduction", "reduction_position", "reduction_factor",
-    "ff_expansion_factor", "self_attention_model", "n_heads", "att_context_size", "xscaling", "untie_biases",
-    "pos_emb_max_len", "conv_kernel_size", "conv_norm_type", "conv_context_size", "dropout",
-    "dropout_pre_encoder", "dropout_emb", "dropout_att"};
-// clang-format on
-
-}  // namespace
-
-Result<ConformerConfig> ConformerConfig::Parse(const json& j) {
-  if (!j.is_object()) return InvalidArgument(std::string(kWhere) + " must be a JSON object");
-  for (const auto& [key, value] : j.items()) {
-    if (std::find_if(std::begin(kKnownKeys), std::end(kKnownKeys), [&](const char* k) { return key == k; }) ==
-        std::end(kKnownKeys)) {
-      return InvalidArgument(StrFormat("%s: unknown key \"%s\"", kWhere, key.c_str()));
-    }
-  }
-  ConformerConfig c;
-  LFM_RETURN_IF_ERROR(GetInt(j, "feat_in", true, 1, 4096, &c.feat_in));
-  LFM_RETURN_IF_ERROR(GetInt(j, "n_layers", true, 1, 1024, &c.n_layers));
-  LFM_RETURN_IF_ERROR(GetInt(j, "d_model", true, 1, 1 << 16, &c.d_model));
-  LFM_RETURN_IF_ERROR(GetInt(j, "n_heads", true, 1, 1024, &c.n_heads));
-  if (c.d_model % c.n_heads != 0) {
-    return InvalidArgument(
-        StrFormat("%s: n_heads %d does not divide d_model %d", kWhere, c.n_heads, c.d_model));
-  }
-  // NeMo's -1 means "as many channels as d_model".
-  c.subsampling_channels = -1;
-  LFM_RETURN_IF_ERROR(GetInt(j, "subsampling_conv_channels", true, -1, 1 << 16, &c.subsampling_channels));
-  if (c.subsampling_channels == -1) c.subsampling_channels = c.d_model;
-  if (c.subsampling_channels == 0) {
-    return OutOfRange(std::string(kWhere) + ": \"subsampling_conv_channels\" is 0");
-  }
-  LFM_RETURN_IF_ERROR(GetInt(j, "ff_expansion_factor", true, 1, 64, &c.ff_expansion_factor));
-  LFM_RETURN_IF_ERROR(GetInt(j, "conv_kernel_size", true, 1, 63, &c.conv_kernel_size));
-  if (c.conv_kernel_size % 2 == 0) {
-    return InvalidArgument(StrFormat("%s: \"conv_kernel_size\" = %d must be odd for symmetric padding",
-                                     kWhere, c.conv_kernel_size));
-  }
-  c.pos_emb_max_len = 5000;
-  LFM_RETURN_IF_ERROR(GetInt(j, "pos_emb_max_len", false, 1, 1 << 30, &c.pos_emb_max_len));
-  // xscaling changes the numbers and NeMo's default (true) differs from
-  // LFM2.5's value (false), so the file must say.
-  LFM_RETURN_IF_ERROR(GetBool(j, "xscaling", true, &c.xscaling));
-  LFM_RETURN_IF_ERROR(GetBool(j, "untie_biases", false, &c.untie_biases));
-
-  LFM_RETURN_IF_ERROR(Require(j, "subsampling", "dw_striding", false, "depthwise-separable striding"));
-  LFM_RETURN_IF_ERROR(Require(j, "subsampling_factor", 8, false, "three stride-2 stages"));
-  LFM_RETURN_IF_ERROR(Require(j, "causal_downsampling", false, true, "symmetric subsampling convolutions"));
-  LFM_RETURN_IF_ERROR(
-      Require(j, "self_attention_model", "rel_pos", false, "Transformer-XL relative positions"));
-  LFM_RETURN_IF_ERROR(Require(j, "att_context_size", json::array({-1, -1}), true, "full attention"));
-  LFM_RETURN_IF_ERROR(Require(j, "conv_norm_type", "batch_norm", true, "BatchNorm in the conv module"));
-  LFM_RETURN_IF_ERROR(Require(j, "feat_out", -1, true, "no output projection"));
-  LFM_RETURN_IF_ERROR(Require(j, "reduction", nullptr, true, "no time reduction"));
-  LFM_RETURN_IF_ERROR(Require(j, "reduction_position", nullptr, true, "no time reduction"));
-  LFM_RETURN_IF_ERROR(Require(j, "reduction_factor", 1, true, "no time reduction"));
-  const int half = (c.conv_kernel_size - 1) / 2;
-  LFM_RETURN_IF_ERROR(Require(j, "conv_context_size", json::array({half, half}), true,
-                              "symmetric conv context (k − 1)/2 each side"));
-  // dropout, dropout_pre_encoder, dropout_emb, dropout_att: identity at inference.
-  return c;
-}
 
 // ---------------------------------------------------------------------------
 // Load
@@ -213,16 +90,18 @@ Status LoadLayer(const Checkpoint& ckpt, const ConformerConfig& c, size_t i, Lay
 
 }  // namespace
 
-Result<AudioEncoder> AudioEncoder::Load(const Checkpoint& ckpt, const json& model_config,
+Result<AudioEncoder> AudioEncoder::Load(const Checkpoint& ckpt, const ConformerConfig& config,
                                         int backbone_hidden) {
-  if (!model_config.is_object() || !model_config.contains("encoder")) {
-    return NotFound("config.json has no \"encoder\" section");
+  if (config.feat_in < 1 || config.n_layers < 1 || config.n_heads < 1 ||
+      config.d_model % config.n_heads != 0 || config.subsampling_channels < 1 ||
+      config.ff_expansion_factor < 1 || config.conv_kernel_size % 2 != 1) {
+    return InvalidArgument("the encoder config is incomplete; parse it with ConformerConfig::FromJson");
   }
   if (backbone_hidden < 1) {
     return InvalidArgument(StrFormat("backbone_hidden %d must be positive", backbone_hidden));
   }
   AudioEncoder e;
-  LFM_ASSIGN_OR_RETURN(e.config_, ConformerConfig::Parse(model_config["encoder"]));
+  e.config_ = config;
   const ConformerConfig& c = e.config_;
   e.backbone_hidden_ = backbone_hidden;
   const int64_t d = c.d_model, C = c.subsampling_channels, W3 = c.subsampled_bins();

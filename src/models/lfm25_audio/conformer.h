@@ -18,7 +18,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <vector>
 
@@ -26,41 +25,12 @@
 #include "base/status.h"
 #include "base/trace.h"
 #include "io/safetensors.h"
+#include "models/lfm25_audio/config.h"
 #include "ops/ops.h"
 
 namespace lfmvox {
 
 class ThreadTeam;
-
-// The `encoder` section of config.json (liquid-audio's ConformerEncoderConfig).
-// Only the configuration LFM2.5-Audio uses is implemented; Parse rejects
-// anything else with Unimplemented naming the key and value.
-struct ConformerConfig {
-  int feat_in = 0;  // mel bins
-  int n_layers = 0;
-  int d_model = 0;
-  int n_heads = 0;
-  int subsampling_channels = 0;  // `subsampling_conv_channels`
-  int ff_expansion_factor = 0;   // FF width = d_model · this
-  int conv_kernel_size = 0;      // odd; symmetric padding (k − 1)/2
-  bool xscaling = false;         // scale the subsampled input by √d_model
-  bool untie_biases = true;      // per-layer pos_bias_u/v (the names are per layer either way)
-  int pos_emb_max_len = 0;       // the initial table length; longer inputs extend it
-  float norm_eps = 1e-5f;        // LayerNorm and BatchNorm (NeMo's fixed defaults)
-
-  int head_dim() const { return d_model / n_heads; }
-  int ff_dim() const { return d_model * ff_expansion_factor; }
-  // Length after one 3×3, stride-2, padding-1 stage: ⌊(n + 2 − 3)/2⌋ + 1 = ⌈n/2⌉.
-  static size_t Halved(size_t n) { return (n + 1) / 2; }
-  // Frequency bins after the three stages, and frames after them (⌈F/8⌉).
-  int subsampled_bins() const {
-    return static_cast<int>(Halved(Halved(Halved(static_cast<size_t>(feat_in)))));
-  }
-  static size_t SubsampledFrames(size_t mel_frames) { return Halved(Halved(Halved(mel_frames))); }
-
-  // `encoder` is the section itself.
-  static Result<ConformerConfig> Parse(const nlohmann::json& encoder);
-};
 
 // Weight views of the encoder's building blocks (named after NeMo's modules).
 namespace conformer {
@@ -100,10 +70,10 @@ class EncoderScratch;
 // every session. Matrices point into the checkpoint, which must outlive this.
 class AudioEncoder {
  public:
-  // model_config is the whole config.json (its `encoder` section is read);
+  // config: the parsed `encoder` section (Lfm25AudioConfig::encoder);
   // backbone_hidden is the width of the embeddings the adapter produces.
   // The adapter's inner width is read from `audio_adapter.model.1.weight`.
-  static Result<AudioEncoder> Load(const Checkpoint& ckpt, const nlohmann::json& model_config,
+  static Result<AudioEncoder> Load(const Checkpoint& ckpt, const ConformerConfig& config,
                                    int backbone_hidden);
 
   // Encodes one clip. mel is [feat_in, F] channels first (as the front end

@@ -2,56 +2,17 @@
 
 #include <cmath>
 #include <cstring>
-#include <nlohmann/json.hpp>
 #include <string>
 
 #include "blocks/weights.h"
-#include "io/json_config.h"
 #include "ops/ops.h"
 #include "threading/thread_team.h"
 
 namespace lfmvox {
 
-using nlohmann::json;
-
 namespace {
 
-constexpr const char* kWhere = "config.json";
-const std::string kSection = "config.json [depthformer]";
 constexpr int64_t kMaxDim = 1 << 16;  // far above any real width; stops absurd allocations
-
-// Everything but the two widths that only the tensors know (ffn, vocab).
-Result<DepthformerConfig> ParseConfig(const json& model) {
-  DepthformerConfig c;
-  if (!model.is_object()) return InvalidArgument(StrFormat("%s must hold a JSON object", kWhere));
-  LFM_RETURN_IF_ERROR(GetInt(model, "codebooks", kWhere, true, 1, 64, &c.num_codebooks));
-  auto it = model.find("depthformer");
-  if (it == model.end() || !it->is_object()) {
-    return NotFound(StrFormat("%s lacks the \"depthformer\" section {\"layers\", \"dim\", \"tie\"}", kWhere));
-  }
-  const json& d = *it;
-  LFM_RETURN_IF_ERROR(GetInt(d, "layers", kSection, true, 1, 256, &c.layers));
-  LFM_RETURN_IF_ERROR(GetInt(d, "dim", kSection, true, 1, kMaxDim, &c.dim));
-  LFM_RETURN_IF_ERROR(GetInt(d, "heads", kSection, false, 1, kMaxDim, &c.heads));
-  LFM_RETURN_IF_ERROR(GetInt(d, "kv_heads", kSection, false, 1, kMaxDim, &c.kv_heads));
-  LFM_RETURN_IF_ERROR(GetBool(d, "tie", kSection, &c.tie));
-  double eps = c.eps;
-  LFM_RETURN_IF_ERROR(GetDouble(d, "rope_theta", kSection, 1.0, 1e12, &c.rope_theta));
-  LFM_RETURN_IF_ERROR(GetDouble(d, "norm_eps", kSection, 1e-12, 1.0, &eps));
-  c.eps = static_cast<float>(eps);
-  if (c.dim % c.heads != 0 || c.heads % c.kv_heads != 0) {
-    return InvalidArgument(
-        StrFormat("%s: depthformer dim %d, heads %d, kv_heads %d: dim must divide into the heads "
-                  "and heads into the kv heads",
-                  kWhere, c.dim, c.heads, c.kv_heads));
-  }
-  c.head_dim = c.dim / c.heads;
-  if (c.head_dim % 2 != 0) {
-    return InvalidArgument(StrFormat("%s: depthformer head dim %d (dim / heads) must be even for RoPE pairs",
-                                     kWhere, c.head_dim));
-  }
-  return c;
-}
 
 // The row count of a [rows, cols] tensor whose cols are known.
 Result<int> RowsOf(const Checkpoint& ckpt, const std::string& name, int64_t cols) {
@@ -72,8 +33,14 @@ bool SameContents(const ops::Weight& a, const ops::Weight& b) {
 
 }  // namespace
 
-Result<Depthformer> Depthformer::Load(const Checkpoint& ckpt, const json& model_config, int backbone_hidden) {
-  LFM_ASSIGN_OR_RETURN(DepthformerConfig c, ParseConfig(model_config));
+Result<Depthformer> Depthformer::Load(const Checkpoint& ckpt, const DepthformerConfig& config,
+                                      int backbone_hidden) {
+  DepthformerConfig c = config;
+  if (c.layers < 1 || c.dim < 1 || c.num_codebooks < 1 || c.head_dim < 2 || c.heads * c.head_dim != c.dim ||
+      c.kv_heads < 1 || c.heads % c.kv_heads != 0) {
+    return InvalidArgument(
+        "the depthformer config is incomplete; parse it with Lfm25AudioConfig (num_codebooks set)");
+  }
   if (backbone_hidden < 1) return InvalidArgument("the depthformer needs the backbone hidden size (>= 1)");
   const int64_t D = c.dim, H = backbone_hidden, C = c.num_codebooks, hd = c.head_dim;
   const int64_t Q = int64_t{c.heads} * hd, KV = int64_t{c.kv_heads} * hd;

@@ -19,7 +19,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <nlohmann/json_fwd.hpp>
 #include <span>
 #include <vector>
 
@@ -33,6 +32,7 @@
 #include "blocks/rope.h"
 #include "blocks/sampling.h"
 #include "io/safetensors.h"
+#include "models/lfm25_audio/config.h"
 #include "ops/ops.h"
 
 namespace lfmvox {
@@ -40,27 +40,6 @@ namespace lfmvox {
 class ThreadTeam;
 class DepthformerScratch;
 struct DepthRequest;
-
-struct DepthformerConfig {
-  int layers = 0;  // `depthformer.layers`
-  int dim = 0;     // `depthformer.dim`
-  // liquid-audio builds the attention with its library defaults num_heads = 32
-  // and gqa_dim = 8, which config.json cannot set (its dataclass rejects
-  // unknown keys). The optional keys `depthformer.heads` / `kv_heads` exist
-  // for other checkpoints; absent, 32 / 8 apply.
-  int heads = 32;
-  int kv_heads = 8;
-  int head_dim = 0;       // dim / heads
-  int ffn = 0;            // from `depthformer.layers.0.feed_forward.w1.weight` rows
-  int num_codebooks = 0;  // top-level `codebooks`
-  // From `depth_embeddings.0.embedding.weight` rows (2049: 2048 codes + end-of-audio).
-  int codebook_vocab = 0;
-  bool tie = true;  // `depthformer.tie`: to_logits shares the embedding table
-  // liquid-audio's defaults (MHA theta, RMSNorm and SharedEmbedding eps);
-  // optional keys `depthformer.rope_theta` / `norm_eps` override them.
-  double rope_theta = 1e6;
-  float eps = 1e-5f;
-};
 
 struct DepthformerLayer {
   RmsNorm operator_norm;  // [D]
@@ -81,12 +60,13 @@ struct DepthCodebook {
 class Depthformer {
  public:
   // Reads `depth_linear.*`, `depthformer.layers.{j}.*` and
-  // `depth_embeddings.{k}.*`. `model_config` is the whole config.json
-  // (sections `depthformer` and key `codebooks`). A tied
+  // `depth_embeddings.{k}.*`. `config` is the parsed section
+  // (Lfm25AudioConfig::depthformer, num_codebooks set); its ffn and
+  // codebook_vocab are read from the tensors' rows. A tied
   // `depth_embeddings.{k}.to_logits.weight` may be absent (the released file
   // omits it) or present as an identical copy. The checkpoint must outlive
   // the Depthformer.
-  static Result<Depthformer> Load(const Checkpoint& ckpt, const nlohmann::json& model_config,
+  static Result<Depthformer> Load(const Checkpoint& ckpt, const DepthformerConfig& config,
                                   int backbone_hidden);
 
   const DepthformerConfig& config() const { return config_; }

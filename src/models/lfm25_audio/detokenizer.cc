@@ -1,52 +1,14 @@
 #include "models/lfm25_audio/detokenizer.h"
 
+#include <algorithm>
 #include <filesystem>
-#include <nlohmann/json.hpp>
 
 #include "blocks/weights.h"
-#include "io/json_config.h"
 #include "threading/thread_team.h"
 
 namespace lfmvox {
 
 namespace fs = std::filesystem;
-using nlohmann::json;
-
-Result<Lfm25DetokenizerConfig> Lfm25DetokenizerConfig::Parse(const std::string& path) {
-  LFM_ASSIGN_OR_RETURN(json j, ReadJsonFile(path));
-  Lfm25DetokenizerConfig c;
-  LFM_ASSIGN_OR_RETURN(c.lfm, ParseLfm2Config(j, path));
-  // The architecture's own constants (liquid-audio detokenizer.py: 8 fused
-  // codebooks, ×6 upsampling, ISTFT hop 320 at 24 kHz, Linear(512, 1282)),
-  // unless the file states them.
-  c.num_codebooks = 8;
-  c.upsample = 6;
-  c.hop = 320;
-  c.sample_rate = 24000;
-  c.output_size = 1282;
-  constexpr int64_t kMax = 1 << 20;
-  LFM_RETURN_IF_ERROR(GetInt(j, "codebooks", path, false, 1, 64, &c.num_codebooks));
-  LFM_RETURN_IF_ERROR(GetInt(j, "upsample_factor", path, false, 1, 64, &c.upsample));
-  LFM_RETURN_IF_ERROR(GetInt(j, "hop_length", path, false, 1, kMax, &c.hop));
-  LFM_RETURN_IF_ERROR(GetInt(j, "sample_rate", path, false, 1, kMax, &c.sample_rate));
-  LFM_RETURN_IF_ERROR(GetInt(j, "output_size", path, false, 4, kMax, &c.output_size));
-  if (c.output_size % 2 != 0 || c.output_size < 4) {
-    return InvalidArgument(path + ": output_size must be 2·(n_fft/2 + 1), an even number");
-  }
-  c.n_fft = c.output_size - 2;
-  if (c.hop > c.n_fft || (c.n_fft - c.hop) % 2 != 0) {
-    return InvalidArgument(StrFormat("%s: hop %d and n_fft %d do not allow a centred (\"same\") inverse STFT",
-                                     path.c_str(), c.hop, c.n_fft));
-  }
-  for (LayerKind k : c.lfm.layers) {
-    if (k == LayerKind::kFullAttention) {
-      return InvalidArgument(path +
-                             ": the detokenizer streams, so its attention layers must be "
-                             "sliding_attention (a full_attention layer has no bounded state)");
-    }
-  }
-  return c;
-}
 
 Result<std::unique_ptr<Lfm25Detokenizer>> Lfm25Detokenizer::Load(const std::string& dir_in) {
   fs::path dir(dir_in);
@@ -58,7 +20,7 @@ Result<std::unique_ptr<Lfm25Detokenizer>> Lfm25Detokenizer::Load(const std::stri
                     "; pass the model directory (holding audio_detokenizer/) or that folder itself");
   }
   auto m = std::unique_ptr<Lfm25Detokenizer>(new Lfm25Detokenizer());
-  LFM_ASSIGN_OR_RETURN(m->config_, Lfm25DetokenizerConfig::Parse(config_path.string()));
+  LFM_ASSIGN_OR_RETURN(m->config_, Lfm25DetokenizerConfig::Load(config_path.string()));
   LFM_ASSIGN_OR_RETURN(Checkpoint ckpt, Checkpoint::Open(dir.string()));
   m->ckpt_.emplace(std::move(ckpt));
   const Checkpoint& ck = *m->ckpt_;

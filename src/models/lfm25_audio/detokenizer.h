@@ -21,27 +21,12 @@
 #include "base/status.h"
 #include "dsp/istft.h"
 #include "io/safetensors.h"
+#include "models/lfm25_audio/config.h"
 #include "models/lfm25_audio/lfm2_stack.h"
 
 namespace lfmvox {
 
 class ThreadTeam;
-
-struct Lfm25DetokenizerConfig {
-  Lfm2Config lfm;         // the `Lfm2Config` of audio_detokenizer/config.json
-  int num_codebooks = 0;  // `codebooks` key; liquid-audio's FusedEmbedding uses 8
-  int codebook_size = 0;  // rows of emb.emb.weight / num_codebooks (2048)
-  int upsample = 0;       // `upsample_factor` key; liquid-audio interpolates ×6
-  int n_fft = 0;          // output_size - 2 (1280)
-  int hop = 0;            // `hop_length` key; liquid-audio's ISTFT hop is 320
-  int sample_rate = 0;    // `sample_rate` key; 24000
-  int output_size = 0;    // `output_size`: log-magnitudes and phases, 2·(n_fft/2+1)
-
-  int samples_per_frame() const { return upsample * hop; }
-  // Parses the JSON text of audio_detokenizer/config.json (codebook_size is
-  // filled in from the checkpoint by Load).
-  static Result<Lfm25DetokenizerConfig> Parse(const std::string& json_path);
-};
 
 // Weights: immutable after Load and shared by every session.
 class Lfm25Detokenizer {

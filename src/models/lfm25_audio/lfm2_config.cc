@@ -33,38 +33,35 @@ constexpr int64_t kMaxDim = 1 << 20;  // far above any real width; stops absurd 
 
 }  // namespace
 
-Result<Lfm2Config> ParseLfm2Config(const json& j, const std::string& where) {
-  if (!j.is_object()) return InvalidArgument(where + ": the LFM2 config must be a JSON object");
+Result<Lfm2Config> Lfm2Config::FromJson(const json& j, const std::string& where) {
+  LFM_RETURN_IF_ERROR(CheckObject(j, where));
   Lfm2Config c;
   // transformers Lfm2Config defaults for keys a file may omit.
   int intermediate = 12288, multiple_of = 256;
-  double multiplier = 1.0, eps = 1e-5;
+  double multiplier = 1.0;
   bool auto_adjust = true;
   c.conv_kernel = 3;
-  c.vocab_size = 65536;
   c.max_positions = 128000;
+  c.norm_eps = 1e-5f;
   c.rope_theta = 1e6;
   LFM_RETURN_IF_ERROR(GetInt(j, "hidden_size", where, true, 1, kMaxDim, &c.hidden_size));
   LFM_RETURN_IF_ERROR(GetInt(j, "num_hidden_layers", where, true, 1, 4096, &c.num_layers));
   LFM_RETURN_IF_ERROR(GetInt(j, "num_attention_heads", where, true, 1, 4096, &c.num_heads));
   c.num_kv_heads = c.num_heads;
   LFM_RETURN_IF_ERROR(GetInt(j, "num_key_value_heads", where, false, 1, 4096, &c.num_kv_heads));
-  LFM_RETURN_IF_ERROR(GetInt(j, "vocab_size", where, false, 1, 1 << 24, &c.vocab_size));
   LFM_RETURN_IF_ERROR(GetInt(j, "max_position_embeddings", where, false, 1, 1 << 30, &c.max_positions));
   LFM_RETURN_IF_ERROR(GetInt(j, "conv_L_cache", where, false, 1, 64, &c.conv_kernel));
-  LFM_RETURN_IF_ERROR(GetBool(j, "conv_bias", where, &c.conv_bias));
+  LFM_RETURN_IF_ERROR(GetBool(j, "conv_bias", where, false, &c.conv_bias));
   LFM_RETURN_IF_ERROR(GetInt(j, "sliding_window", where, false, 1, 1 << 30, &c.sliding_window));
-  LFM_RETURN_IF_ERROR(GetDouble(j, "norm_eps", where, 0.0, 1.0, &eps));
-  c.norm_eps = static_cast<float>(eps);
+  LFM_RETURN_IF_ERROR(GetFloat(j, "norm_eps", where, false, 0.0, 1.0, &c.norm_eps));
 
   // RoPE: the flat key, or the newer rope_parameters object. Only the plain
   // ("default") rotary schedule exists in LFM2.
-  LFM_RETURN_IF_ERROR(GetDouble(j, "rope_theta", where, 1.0, 1e12, &c.rope_theta));
+  LFM_RETURN_IF_ERROR(GetDouble(j, "rope_theta", where, false, 1.0, 1e12, &c.rope_theta));
   if (auto rp = j.find("rope_parameters"); rp != j.end() && rp->is_object()) {
-    LFM_RETURN_IF_ERROR(GetDouble(*rp, "rope_theta", where + " rope_parameters", 1.0, 1e12, &c.rope_theta));
-    if (auto t = rp->find("rope_type"); t != rp->end() && !(t->is_string() && *t == "default")) {
-      return Unimplemented(where + ": only rope_type \"default\" is supported");
-    }
+    const std::string rp_where = where + " rope_parameters";
+    LFM_RETURN_IF_ERROR(GetDouble(*rp, "rope_theta", rp_where, false, 1.0, 1e12, &c.rope_theta));
+    LFM_RETURN_IF_ERROR(RequireValue(*rp, "rope_type", rp_where, "default", true, "plain rotary positions"));
   }
   if (auto rs = j.find("rope_scaling"); rs != j.end() && !rs->is_null()) {
     return Unimplemented(where + ": rope_scaling is not supported by LFM2");
@@ -84,11 +81,10 @@ Result<Lfm2Config> ParseLfm2Config(const json& j, const std::string& where) {
   }
 
   // Layer schedule: layer_types, else full_attn_idxs (default: all attention).
-  if (auto lt = j.find("layer_types"); lt != j.end() && !lt->is_null()) {
-    if (!lt->is_array()) return InvalidArgument(where + ": layer_types must be an array of strings");
-    for (const json& t : *lt) {
-      if (!t.is_string()) return InvalidArgument(where + ": layer_types must be an array of strings");
-      const std::string s = t.get<std::string>();
+  if (HasKey(j, "layer_types")) {
+    std::vector<std::string> types;
+    LFM_RETURN_IF_ERROR(GetStringArray(j, "layer_types", where, true, &types));
+    for (const std::string& s : types) {
       if (s == "conv")
         c.layers.push_back(LayerKind::kConv);
       else if (s == "full_attention")
@@ -99,22 +95,13 @@ Result<Lfm2Config> ParseLfm2Config(const json& j, const std::string& where) {
         return InvalidArgument(where + ": unknown layer type \"" + s +
                                "\" (expected conv, full_attention or sliding_attention)");
     }
-  } else {
+  } else if (HasKey(j, "full_attn_idxs")) {
+    std::vector<int> idxs;
+    LFM_RETURN_IF_ERROR(GetIntArray(j, "full_attn_idxs", where, true, 0, c.num_layers - 1, &idxs));
     c.layers.assign(static_cast<size_t>(c.num_layers), LayerKind::kConv);
-    auto fa = j.find("full_attn_idxs");
-    if (fa == j.end() || fa->is_null()) {
-      c.layers.assign(static_cast<size_t>(c.num_layers), LayerKind::kFullAttention);
-    } else {
-      if (!fa->is_array())
-        return InvalidArgument(where + ": full_attn_idxs must be an array of layer indices");
-      for (const json& i : *fa) {
-        if (!i.is_number_integer() || i.get<int64_t>() < 0 || i.get<int64_t>() >= c.num_layers) {
-          return OutOfRange(StrFormat("%s: full_attn_idxs holds %s, not a layer index in [0, %d)",
-                                      where.c_str(), i.dump().c_str(), c.num_layers));
-        }
-        c.layers[i.get<size_t>()] = LayerKind::kFullAttention;
-      }
-    }
+    for (int i : idxs) c.layers[static_cast<size_t>(i)] = LayerKind::kFullAttention;
+  } else {
+    c.layers.assign(static_cast<size_t>(c.num_layers), LayerKind::kFullAttention);
   }
   if (static_cast<int>(c.layers.size()) != c.num_layers) {
     return InvalidArgument(StrFormat("%s: layer_types lists %zu layers but num_hidden_layers is %d",
@@ -131,9 +118,9 @@ Result<Lfm2Config> ParseLfm2Config(const json& j, const std::string& where) {
   // to a multiple of block_multiple_of.
   LFM_RETURN_IF_ERROR(GetInt(j, "intermediate_size", where, false, 1, 1 << 24, &intermediate));
   LFM_RETURN_IF_ERROR(GetInt(j, "block_ff_dim", where, false, 1, 1 << 24, &intermediate));
-  LFM_RETURN_IF_ERROR(GetBool(j, "block_auto_adjust_ff_dim", where, &auto_adjust));
+  LFM_RETURN_IF_ERROR(GetBool(j, "block_auto_adjust_ff_dim", where, false, &auto_adjust));
   LFM_RETURN_IF_ERROR(GetInt(j, "block_multiple_of", where, false, 1, 1 << 20, &multiple_of));
-  LFM_RETURN_IF_ERROR(GetDouble(j, "block_ffn_dim_multiplier", where, 1e-3, 1e3, &multiplier));
+  LFM_RETURN_IF_ERROR(GetDouble(j, "block_ffn_dim_multiplier", where, false, 1e-3, 1e3, &multiplier));
   int64_t ff = intermediate;
   if (auto_adjust) {
     ff = static_cast<int64_t>(2.0 * static_cast<double>(ff) / 3.0);

@@ -24,20 +24,20 @@ struct Lfm2Config {
   int conv_kernel = 0;  // `conv_L_cache`
   bool conv_bias = false;
   int sliding_window = 0;  // keys per query on sliding_attention layers (0: none)
-  int vocab_size = 0;
-  int max_positions = 0;  // `max_position_embeddings`
+  int max_positions = 0;   // `max_position_embeddings`
   float norm_eps = 0;
   double rope_theta = 0;
   std::vector<LayerKind> layers;
 
   int num_attention_layers() const;
-};
 
-// Reads an Lfm2Config JSON object. Both key generations are accepted:
-// `layer_types` or the legacy `full_attn_idxs`; `intermediate_size` or the
-// legacy `block_ff_dim`; `rope_theta` or `rope_parameters.rope_theta`.
-// Missing optional keys take the transformers defaults. `where` prefixes
-// error messages (e.g. "audio_detokenizer/config.json").
-Result<Lfm2Config> ParseLfm2Config(const nlohmann::json& j, const std::string& where);
+  // Reads an Lfm2Config JSON object. Both key generations are accepted:
+  // `layer_types` or the legacy `full_attn_idxs`; `intermediate_size` or the
+  // legacy `block_ff_dim`; `rope_theta` or `rope_parameters.rope_theta`.
+  // Missing optional keys take the transformers defaults. `where` prefixes
+  // error messages (e.g. "audio_detokenizer/config.json", "config.json [lfm]").
+  // `vocab_size` is not read: the embedding tables' rows are the vocabulary.
+  static Result<Lfm2Config> FromJson(const nlohmann::json& j, const std::string& where);
+};
 
 }  // namespace lfmvox

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <numbers>
-#include <set>
 #include <string>
 #include <utility>
 
@@ -12,25 +11,6 @@
 namespace lfmvox {
 
 namespace {
-
-using nlohmann::json;
-
-// ---- Config ----
-
-Status KeyError(const std::string& key, const std::string& what) {
-  return InvalidArgument("config.json preprocessor." + key + ": " + what);
-}
-
-// A JSON number that is a whole number in [lo, hi] (16000 and 16000.0 both accepted).
-Status GetInt(const json& j, const std::string& key, int lo, int hi, int* out) {
-  const json& v = j.at(key);
-  if (!v.is_number()) return KeyError(key, "must be a number, got " + v.dump());
-  const double d = v.get<double>();
-  if (!(d >= lo && d <= hi) || d != std::floor(d))
-    return KeyError(key, StrFormat("must be a whole number in [%d, %d], got %s", lo, hi, v.dump().c_str()));
-  *out = static_cast<int>(d);
-  return Status::Ok();
-}
 
 // ---- Filterbank and window, as the reference builds them ----
 
@@ -85,79 +65,6 @@ void BuildWindow(int n, float* w) {
 }
 
 }  // namespace
-
-Result<LogMelConfig> LogMelConfig::FromJson(const json& pre) {
-  if (!pre.is_object())
-    return InvalidArgument("config.json preprocessor: must be an object, got " + pre.dump());
-  static const std::set<std::string> kKnown = {"sample_rate",    "normalize", "window_size", "window_stride",
-                                               "window",         "features",  "n_fft",       "log",
-                                               "frame_splicing", "dither",    "pad_to",      "pad_value"};
-  for (const auto& [key, value] : pre.items()) {
-    if (!kKnown.contains(key)) {
-      return KeyError(key,
-                      "unknown key; lfmvox implements liquid-audio's PreprocessorConfig (sample_rate, "
-                      "normalize, window_size, window_stride, window, features, n_fft, log, "
-                      "frame_splicing, dither, pad_to, pad_value)");
-    }
-  }
-  for (const char* key : {"sample_rate", "normalize", "window_size", "window_stride", "window", "features",
-                          "n_fft", "log", "frame_splicing", "pad_to"}) {
-    if (!pre.contains(key)) return KeyError(key, "missing");
-  }
-  LogMelConfig c;
-  LFM_RETURN_IF_ERROR(GetInt(pre, "sample_rate", 1, kMaxAudioSampleRate, &c.sample_rate));
-  LFM_RETURN_IF_ERROR(GetInt(pre, "features", 1, 4096, &c.n_mels));
-
-  // NeMo: n_window_size = int(window_size * sample_rate), n_window_stride likewise (truncation).
-  for (const auto& [key, out] :
-       {std::pair{"window_size", &c.win_length}, std::pair{"window_stride", &c.hop_length}}) {
-    const json& v = pre.at(key);
-    if (!v.is_number()) return KeyError(key, "must be a number of seconds, got " + v.dump());
-    const double samples = v.get<double>() * c.sample_rate;
-    if (!(samples >= 1.0 && samples <= 1 << 20))
-      return KeyError(key, StrFormat("%s s is %g samples at %d Hz; need at least 1 (and at most 2^20)",
-                                     v.dump().c_str(), samples, c.sample_rate));
-    *out = static_cast<int>(samples);
-  }
-  if (pre.at("n_fft").is_null()) {
-    c.n_fft = 1;  // NeMo: 2 ** ceil(log2(win_length))
-    while (c.n_fft < c.win_length) c.n_fft *= 2;
-  } else {
-    LFM_RETURN_IF_ERROR(GetInt(pre, "n_fft", 2, 1 << 20, &c.n_fft));
-  }
-  if (c.n_fft < c.win_length)
-    return KeyError("n_fft", StrFormat("%d is shorter than the %d-sample window", c.n_fft, c.win_length));
-
-  const json& normalize = pre.at("normalize");
-  if (normalize != "per_feature")
-    return Unimplemented("config.json preprocessor.normalize: only \"per_feature\" is implemented, got " +
-                         normalize.dump());
-  const json& window = pre.at("window");
-  if (window != "hann")
-    return Unimplemented("config.json preprocessor.window: only \"hann\" is implemented, got " +
-                         window.dump());
-  const json& log = pre.at("log");
-  if (!log.is_boolean()) return KeyError("log", "must be true or false, got " + log.dump());
-  if (!log.get<bool>())
-    return Unimplemented("config.json preprocessor.log: only true (log-mel) is implemented");
-  int splicing = 0, pad_to = 0;
-  LFM_RETURN_IF_ERROR(GetInt(pre, "frame_splicing", 0, 1 << 20, &splicing));
-  if (splicing != 1)
-    return Unimplemented(
-        StrFormat("config.json preprocessor.frame_splicing: only 1 is implemented, got %d", splicing));
-  LFM_RETURN_IF_ERROR(GetInt(pre, "pad_to", 0, 1 << 20, &pad_to));
-  if (pad_to != 0)
-    return Unimplemented(StrFormat("config.json preprocessor.pad_to: only 0 is implemented, got %d", pad_to));
-  if (pre.contains("dither") && !(pre.at("dither").is_number() && pre.at("dither").get<double>() >= 0))
-    return KeyError("dither", "must be a number >= 0, got " + pre.at("dither").dump());
-  if (pre.contains("pad_value")) {
-    const json& v = pre.at("pad_value");
-    if (!v.is_number() || !std::isfinite(v.get<double>()))
-      return KeyError("pad_value", "must be a finite number, got " + v.dump());
-    c.pad_value = v.get<float>();
-  }
-  return c;
-}
 
 Result<LogMelFrontEnd> LogMelFrontEnd::Create(const LogMelConfig& config) {
   if (config.sample_rate < 1 || config.hop_length < 1 || config.win_length < 1 || config.n_mels < 1 ||

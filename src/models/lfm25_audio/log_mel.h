@@ -17,7 +17,6 @@
 #pragma once
 
 #include <cstddef>
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <span>
 #include <vector>
@@ -26,6 +25,7 @@
 #include "base/status.h"
 #include "dsp/fft.h"
 #include "io/audio_file.h"
+#include "models/lfm25_audio/config.h"
 
 namespace lfmvox {
 
@@ -41,23 +41,6 @@ inline constexpr float kMelStdEpsilon = 1e-5f;
 // features become NaN, so such input is refused instead. At 1e6 every intermediate stays below 1e30
 // for any window and FFT length up to 2^20.
 inline constexpr float kMelMaxAbsSample = 1e6f;
-
-// The `preprocessor` section of config.json (liquid-audio's PreprocessorConfig).
-struct LogMelConfig {
-  int sample_rate = 0;     // `sample_rate`, Hz; input at another rate is resampled to it
-  int win_length = 0;      // int(window_size · sample_rate), truncated as NeMo does: 0.025 s → 400
-  int hop_length = 0;      // int(window_stride · sample_rate): 0.01 s → 160
-  int n_fft = 0;           // `n_fft`, or null: the next power of two ≥ win_length
-  int n_mels = 0;          // `features`
-  float pad_value = 0.0f;  // `pad_value`: the masked frames t ≥ L
-
-  // Reads and validates the section. Every key of PreprocessorConfig must be present except `dither`
-  // (ignored: NeMo dithers only in training) and `pad_value` (default 0). Values the reference
-  // supports but lfmvox does not (normalize other than "per_feature", window other than "hann",
-  // log false, frame_splicing ≠ 1, pad_to ≠ 0) are Unimplemented; unknown keys and bad values are
-  // InvalidArgument.
-  static Result<LogMelConfig> FromJson(const nlohmann::json& preprocessor);
-};
 
 struct MelFeatures {
   std::vector<float> mel;   // [n_mels, frames], row-major

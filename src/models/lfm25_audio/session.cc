@@ -37,7 +37,7 @@ Result<std::unique_ptr<Lfm25AudioModel>> Lfm25AudioModel::Load(const std::string
     m->backbone_.emplace(std::move(b).value());
   }
   {
-    Result<Depthformer> d = Depthformer::Load(*m->ckpt_, m->config_.raw, m->config_.lfm.hidden_size);
+    Result<Depthformer> d = Depthformer::Load(*m->ckpt_, m->config_.depthformer, m->config_.lfm.hidden_size);
     if (!d.ok()) return d.status().WithContext(where);
     m->depth_.emplace(std::move(d).value());
   }
@@ -47,12 +47,7 @@ Result<std::unique_ptr<Lfm25AudioModel>> Lfm25AudioModel::Load(const std::string
                                      m->backbone_->audio_vocab()));
   }
   {
-    auto pre = m->config_.raw.find("preprocessor");
-    if (pre == m->config_.raw.end()) return NotFound(dir + "/config.json lacks the \"preprocessor\" section");
-    Result<LogMelConfig> mc = LogMelConfig::FromJson(*pre);
-    if (!mc.ok()) return mc.status().WithContext(dir + "/config.json [preprocessor]");
-    m->mel_config_ = *mc;
-    Result<AudioEncoder> e = AudioEncoder::Load(*m->ckpt_, m->config_.raw, m->config_.lfm.hidden_size);
+    Result<AudioEncoder> e = AudioEncoder::Load(*m->ckpt_, m->config_.encoder, m->config_.lfm.hidden_size);
     if (!e.ok()) return e.status().WithContext(where);
     m->encoder_.emplace(std::move(e).value());
   }

@@ -69,7 +69,7 @@ class Lfm25AudioModel {
   // Null when loaded without it.
   const Lfm25Detokenizer* detokenizer() const { return detok_.get(); }
   const AudioEncoder& encoder() const { return *encoder_; }
-  const LogMelConfig& mel_config() const { return mel_config_; }
+  const LogMelConfig& mel_config() const { return config_.preprocessor; }
 
  private:
   Lfm25AudioModel() = default;
@@ -78,7 +78,6 @@ class Lfm25AudioModel {
   std::optional<Lfm2Backbone> backbone_;
   std::optional<Depthformer> depth_;
   std::optional<AudioEncoder> encoder_;
-  LogMelConfig mel_config_;
   std::optional<Tokenizer> tokenizer_;
   SpecialTokens special_;
   std::unique_ptr<Lfm25Detokenizer> detok_;
