@@ -65,7 +65,7 @@ Result<Lfm2Stack> Lfm2Stack::Load(const Checkpoint& ckpt, const Lfm2Config& c, c
 }
 
 size_t Lfm2Stack::weight_bytes() const {
-  auto bytes = [](const ops::Weight& w) { return w.data ? w.rows * w.cols * DTypeSize(w.dtype) : 0; };
+  auto bytes = [](const ops::Weight& w) { return w.bytes(); };
   size_t n = 0;
   for (const Lfm2Layer& L : layers_) {
     n += bytes(L.in_proj) + bytes(L.conv_out) + bytes(L.q_proj) + bytes(L.k_proj) + bytes(L.v_proj) +
