@@ -53,6 +53,8 @@ struct Case {
 
 void RunCase(ThreadTeam& team, DType dtype, Case c, size_t m, bool cold, double min_seconds) {
   const size_t elem = DTypeSize(dtype);
+  WeightFormat format = WeightFormat::kF32;
+  WeightFormatForDType(dtype, &format);  // F32 or BF16 here
   const size_t w_bytes = c.n * c.k * elem;
   const size_t copies = cold ? std::max<size_t>(1, (kColdBytes + w_bytes - 1) / w_bytes) : 1;
   XorShift rng;
@@ -69,7 +71,7 @@ void RunCase(ThreadTeam& team, DType dtype, Case c, size_t m, bool cold, double 
   for (size_t i = 0; i < m * c.k; ++i) x[i] = rng.Next();
 
   auto call = [&](size_t i) {
-    const ops::Weight w{dtype, wmem.data() + (i % copies) * w_bytes, c.n, c.k, c.k};
+    const auto w = ops::Weight::Dense(format, wmem.data() + (i % copies) * w_bytes, c.n, c.k, c.k);
     ops::MatMul(x.data(), m, c.k, w, nullptr, y.data(), c.n, team);
   };
   for (size_t i = 0; i < copies; ++i) call(i);  // warm up: page in, spin up the team

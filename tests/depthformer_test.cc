@@ -27,40 +27,13 @@
 #include <string>
 #include <vector>
 
+#include "alloc_counter.h"
 #include "blocks/sampling.h"
 #include "io/json_config.h"
 #include "io/safetensors.h"
 #include "models/lfm25_audio/config.h"
 #include "threading/thread_team.h"
 #include "trace_util.h"
-
-// Heap allocation counter for the no-allocation test (global operator new).
-namespace {
-std::atomic<long> g_allocations{0};
-}  // namespace
-
-// noinline everywhere: GCC otherwise sees malloc()/free() paired with
-// new/delete at inlined call sites and warns (-Wmismatched-new-delete),
-// although every form is replaced here.
-[[gnu::noinline]] void* operator new(std::size_t n) {
-  g_allocations.fetch_add(1, std::memory_order_relaxed);
-  if (void* p = std::malloc(n ? n : 1)) return p;
-  throw std::bad_alloc();
-}
-[[gnu::noinline]] void* operator new[](std::size_t n) { return operator new(n); }
-[[gnu::noinline]] void* operator new(std::size_t n, std::align_val_t a) {
-  g_allocations.fetch_add(1, std::memory_order_relaxed);
-  const size_t al = static_cast<size_t>(a);
-  if (void* p = std::aligned_alloc(al, (n + al - 1) / al * al)) return p;
-  throw std::bad_alloc();
-}
-[[gnu::noinline]] void* operator new[](std::size_t n, std::align_val_t a) { return operator new(n, a); }
-[[gnu::noinline]] void operator delete(void* p) noexcept { std::free(p); }
-[[gnu::noinline]] void operator delete(void* p, std::size_t) noexcept { std::free(p); }
-[[gnu::noinline]] void operator delete[](void* p) noexcept { std::free(p); }
-[[gnu::noinline]] void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
-[[gnu::noinline]] void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }
-[[gnu::noinline]] void operator delete[](void* p, std::align_val_t) noexcept { std::free(p); }
 
 namespace lfmvox {
 namespace {
@@ -429,10 +402,10 @@ TEST(DepthformerAllocation, NoHeapAllocationPerFrame) {
       ASSERT_TRUE(st.ok() && sampler.ok());
       Rng rng(7);
       for (int frame = 0; frame < 4; ++frame) {
-        const long before = g_allocations.load();
+        const long before = testing::AllocationCount();
         const Status s =
             SampleAudioFrame(*l.model, *st, h.data(), *sampler, rng, codes.data(), team, nullptr);
-        const long during = g_allocations.load() - before;
+        const long during = testing::AllocationCount() - before;
         ASSERT_TRUE(s.ok()) << s.ToString();
         EXPECT_EQ(during, 0) << "frame " << frame << ", threads " << threads << ", top_k " << p.top_k;
       }

@@ -59,7 +59,8 @@ void AttendSequences(const AttentionShape& shape, const RmsNorm& q_norm, const R
     const size_t lo = c.window && qi + 1 > c.window ? qi + 1 - c.window : 0;
     ops::AttendOne(q + (s.row0 + row) * ldq + h * hd, c.k.data() + lo * KV + g * hd, KV,
                    c.v.data() + lo * KV + g * hd, KV, qi + 1 - lo, hd, scale,
-                   scratch.scores.data() + static_cast<size_t>(thread) * scratch.ld, out + (s.row0 + row) * ldo + h * hd);
+                   scratch.scores.data() + static_cast<size_t>(thread) * scratch.ld,
+                   out + (s.row0 + row) * ldo + h * hd);
   });
   for (const AttentionSeq& s : seqs) {
     KvCache& c = *s.cache;

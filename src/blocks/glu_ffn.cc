@@ -4,7 +4,8 @@
 
 namespace lfmvox {
 
-void SwiGluFfn::Forward(const float* xn, size_t n, float* gate, float* up, float* out, ThreadTeam& team) const {
+void SwiGluFfn::Forward(const float* xn, size_t n, float* gate, float* up, float* out,
+                        ThreadTeam& team) const {
   const size_t D = w1.in(), F = width();
   w1.Forward(xn, n, D, gate, F, team);
   w3.Forward(xn, n, D, up, F, team);
@@ -12,7 +13,8 @@ void SwiGluFfn::Forward(const float* xn, size_t n, float* gate, float* up, float
   w2.Forward(gate, n, F, out, D, team);
 }
 
-Status LoadSwiGluFfn(const Checkpoint& ckpt, const std::string& prefix, int64_t d, int64_t f, SwiGluFfn* ffn) {
+Status LoadSwiGluFfn(const Checkpoint& ckpt, const std::string& prefix, int64_t d, int64_t f,
+                     SwiGluFfn* ffn) {
   LFM_RETURN_IF_ERROR(LoadLinear(ckpt, prefix + "w1", f, d, false, &ffn->w1));
   LFM_RETURN_IF_ERROR(LoadLinear(ckpt, prefix + "w3", f, d, false, &ffn->w3));
   return LoadLinear(ckpt, prefix + "w2", d, f, false, &ffn->w2);

@@ -14,7 +14,8 @@ void ShortConv::Forward(const float* xn, size_t rows, std::span<const ConvSeq> s
     ops::Mul(row, row + 2 * H, row, H);  // B ⊙ x, into the B slot
   }
   for (const ConvSeq& s : seqs) {
-    ops::CausalDepthwiseConv(bcx + s.row0 * 3 * H, s.n, 3 * H, H, conv.data(), kernel, s.state, c + s.row0 * H, H);
+    ops::CausalDepthwiseConv(bcx + s.row0 * 3 * H, s.n, 3 * H, H, conv.data(), kernel, s.state,
+                             c + s.row0 * H, H);
   }
   for (size_t r = 0; r < rows; ++r) {
     float* cr = c + r * H;

@@ -24,11 +24,11 @@ struct ConvSeq {
 };
 
 struct ShortConv {
-  Linear in_proj;                 // [3H, H]  rows B | C | x
-  AlignedBuffer<float> conv;      // [H, K]   tap K-1 multiplies the current step
-  AlignedBuffer<float> conv_bias; // [H], empty without bias
-  Linear out_proj;                // [H, H]
-  size_t kernel = 0;              // K
+  Linear in_proj;                  // [3H, H]  rows B | C | x
+  AlignedBuffer<float> conv;       // [H, K]   tap K-1 multiplies the current step
+  AlignedBuffer<float> conv_bias;  // [H], empty without bias
+  Linear out_proj;                 // [H, H]
+  size_t kernel = 0;               // K
 
   size_t hidden() const { return out_proj.out(); }
   size_t state_size() const { return (kernel - 1) * hidden(); }

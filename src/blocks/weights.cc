@@ -13,17 +13,28 @@ Result<ops::Weight> LoadMatrix(const Checkpoint& ckpt, const std::string& name, 
   if (stored.elements() != rows * cols)
     return Internal("LoadMatrix: the stored shape must hold rows·cols values");
   LFM_ASSIGN_OR_RETURN(TensorView t, ckpt.Get(name, stored));
-  if (t.dtype != DType::kBF16 && t.dtype != DType::kF32) {
-    return Unimplemented("tensor " + name + " is " + DTypeName(t.dtype) +
-                         "; matrices must be BF16 or F32 (convert the checkpoint)");
+  WeightFormat format;
+  if (!WeightFormatForDType(t.dtype, &format) || !ops::HasMatMulKernel(format)) {
+    return Unimplemented("tensor " + name + " is stored as " + DTypeName(t.dtype) +
+                         "; this build's matrix kernels take " + SupportedMatrixFormats() +
+                         "; convert the checkpoint to one of them");
   }
-  ops::Weight w;
-  w.dtype = t.dtype;
-  w.data = t.data;
-  w.rows = static_cast<size_t>(rows);
-  w.cols = static_cast<size_t>(cols);
-  w.ld = static_cast<size_t>(cols);
-  return w;
+  return ops::Weight::Dense(format, t.data, static_cast<size_t>(rows), static_cast<size_t>(cols),
+                            static_cast<size_t>(cols));
+}
+
+std::string SupportedMatrixFormats() {
+  std::string s;
+  size_t left = 0;
+  for (WeightFormat f : kAllWeightFormats) left += ops::HasMatMulKernel(f) ? 1 : 0;
+  for (WeightFormat f : kAllWeightFormats) {
+    if (!ops::HasMatMulKernel(f)) continue;
+    s += WeightFormatName(f);
+    --left;
+    if (left > 1) s += ", ";
+    if (left == 1) s += " and ";
+  }
+  return s;
 }
 
 Status LoadF32(const Checkpoint& ckpt, const std::string& name, const Shape& shape,
@@ -61,12 +72,6 @@ Status LoadF32(const Checkpoint& ckpt, const std::string& name, const Shape& sha
   return Status::Ok();
 }
 
-void AccumulateRow(const ops::Weight& table, size_t row, float* acc) {
-  if (table.dtype == DType::kBF16) {
-    ops::AccumulateBf16(static_cast<const uint16_t*>(table.data) + row * table.ld, acc, table.cols);
-  } else {
-    ops::Add(static_cast<const float*>(table.data) + row * table.ld, acc, acc, table.cols);
-  }
-}
+void AccumulateRow(const ops::Weight& table, size_t row, float* acc) { ops::AccumulateRow(table, row, acc); }
 
 }  // namespace lfmvox

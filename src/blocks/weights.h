@@ -11,21 +11,26 @@
 
 namespace lfmvox {
 
-// A [rows, cols] matrix used in place (BF16 or F32). The checkpoint must
-// outlive the returned view.
+// A [rows, cols] matrix used in place, in the format of its dtype. A dtype no
+// matrix kernel of this build takes (see SupportedMatrixFormats) is an
+// Unimplemented error naming the tensor. The checkpoint must outlive the
+// returned view.
 Result<ops::Weight> LoadMatrix(const Checkpoint& ckpt, const std::string& name, int64_t rows, int64_t cols);
 // The same for a tensor stored with another shape of rows·cols elements
 // (a 1×1 convolution's [out, in, 1, 1] used as the matrix [out, in]).
 Result<ops::Weight> LoadMatrix(const Checkpoint& ckpt, const std::string& name, const Shape& stored,
                                int64_t rows, int64_t cols);
 
+// The formats LoadMatrix accepts, for messages: "F32, BF16 and F16".
+std::string SupportedMatrixFormats();
+
 // A tensor of the given shape widened to f32 into an owned buffer (norm
 // weights, biases, conv taps, windows: small and read often).
 Status LoadF32(const Checkpoint& ckpt, const std::string& name, const Shape& shape,
                AlignedBuffer<float>* out);
 
-// acc[cols] += row `row` of a BF16 or F32 table (embedding lookups that are
-// summed: audio frames, fused codebooks).
+// acc[cols] += row `row` of a table loaded by LoadMatrix (embedding lookups
+// that are summed: audio frames, fused codebooks); ops::AccumulateRow.
 void AccumulateRow(const ops::Weight& table, size_t row, float* acc);
 
 }  // namespace lfmvox

@@ -3,7 +3,7 @@
 // (the list is in CMakeLists.txt) by re-including this file through
 // hwy/foreach_target.h and chosen at run time for the CPU.
 //
-// As in ops_simd.cc, remainders go through small zero-padded stack buffers
+// As in src/ops/simd-inl.h, remainders go through small zero-padded stack buffers
 // rather than masked loads, so no kernel reads past its last element.
 #include "ops/nn_ops.h"
 

@@ -1,16 +1,22 @@
 // Numerical kernels. They know nothing about models: only arrays, sizes and
 // strides. Every function has a plain scalar reference in namespace ops::ref
 // (ops_ref.cc) and a SIMD version chosen at run time for the CPU (Highway
-// dynamic dispatch, ops_simd.cc). Model code calls only what is declared here.
+// dynamic dispatch). The SIMD code: the MatMul engine (matmul-inl.h) compiled
+// once per weight format with that format's row decoder (matmul_f32.cc,
+// matmul_bf16.cc, matmul_f16.cc; matmul.cc picks one per call), and the
+// element-wise kernels (elementwise.cc). Model code calls only what is
+// declared here.
 //
 // Conventions: matrices are row-major; a weight matrix is PyTorch's Linear
-// layout [out, in]; "ld" is a row stride in elements.
+// layout [out, in]; "ld" is a row stride in elements of f32 activations (a
+// weight's stride is MatrixView::row_bytes, in bytes).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 
 #include "tensor/dtype.h"
+#include "tensor/matrix.h"
 
 namespace lfmvox {
 class ThreadTeam;
@@ -18,22 +24,22 @@ class ThreadTeam;
 
 namespace lfmvox::ops {
 
-// A weight matrix W[rows = out features, cols = in features], each row
-// `ld` elements apart. Supported dtypes: kF32, kBF16 (widened exactly to f32).
-struct Weight {
-  DType dtype = DType::kF32;
-  const void* data = nullptr;
-  size_t rows = 0;
-  size_t cols = 0;
-  size_t ld = 0;
-};
+// A weight matrix W[rows = out features, cols = in features] in any
+// WeightFormat (tensor/matrix.h); every element is widened exactly to f32.
+using Weight = MatrixView;
+
+// Whether this build has MatMul and AccumulateRow kernels for format f.
+// Every WeightFormat has them today (a static_assert in matmul.cc keeps it
+// so); LoadMatrix (blocks/weights.h) asks before it hands out a view.
+bool HasMatMulKernel(WeightFormat f);
 
 // Y[m, n] = X[m, k] · W[n, k]ᵀ (+ bias[n] when bias != nullptr), all in f32
-// arithmetic. Rows of W are split across the team.
+// arithmetic. Rows of W are split across the team. The kernel is chosen once
+// per call from w.format.
 // Determinism contract: each Y element's value depends only on its X row, its
 // W row and the bias, never on m, on the team size or on alignment, so a
 // sequence decoded in pieces equals the same sequence decoded at once, bit
-// for bit. An unsupported W dtype (a caller bug) fills Y with NaN.
+// for bit.
 void MatMul(const float* x, size_t m, size_t ldx, const Weight& w, const float* bias, float* y, size_t ldy,
             ThreadTeam& team);
 
@@ -69,8 +75,9 @@ void Add(const float* a, const float* b, float* out, size_t n);
 // out = a · s
 void Scale(const float* a, float s, float* out, size_t n);
 
-// acc[i] += bf16 row[i] widened to f32.
-void AccumulateBf16(const uint16_t* row, float* acc, size_t n);
+// acc[c] += table[row, c] widened to f32, for c < table.cols (an embedding
+// lookup that is summed). Same formats as MatMul.
+void AccumulateRow(const Weight& table, size_t row, float* acc);
 
 // Causal depthwise convolution over time for `t` rows of `c` channels:
 //   y[r, ch] = Σ_{j<k} w[ch·k + j] · u[r − (k−1) + j, ch]
@@ -106,7 +113,7 @@ void SwiGlu(const float* gate, const float* up, float* out, size_t n);
 void Mul(const float* a, const float* b, float* out, size_t n);
 void Add(const float* a, const float* b, float* out, size_t n);
 void Scale(const float* a, float s, float* out, size_t n);
-void AccumulateBf16(const uint16_t* row, float* acc, size_t n);
+void AccumulateRow(const Weight& table, size_t row, float* acc);
 void CausalDepthwiseConv(const float* x, size_t t, size_t ldx, size_t c, const float* w, size_t k,
                          float* state, float* y, size_t ldy);
 void AttendOne(const float* q, const float* keys, size_t ld_k, const float* values, size_t ld_v, size_t n,

@@ -13,22 +13,30 @@ namespace lfmvox::ops::ref {
 
 namespace {
 
+// W[row, col] widened to f32, decoded independently of the SIMD decoders.
 float WeightAt(const Weight& w, size_t row, size_t col) {
-  const size_t i = row * w.ld + col;
-  if (w.dtype == DType::kBF16) return Bf16ToF32(static_cast<const uint16_t*>(w.data)[i]);
-  return static_cast<const float*>(w.data)[i];
+  const uint8_t* p = w.row(row);
+  switch (w.format) {
+    case WeightFormat::kF32: {
+      float f;
+      std::memcpy(&f, p + 4 * col, 4);
+      return f;
+    }
+    case WeightFormat::kBF16:
+    case WeightFormat::kF16: {
+      uint16_t h;
+      std::memcpy(&h, p + 2 * col, 2);
+      return w.format == WeightFormat::kBF16 ? Bf16ToF32(h) : F16ToF32(h);
+    }
+  }
+  return std::numeric_limits<float>::quiet_NaN();  // not a WeightFormat: no view holds one
 }
 
 }  // namespace
 
 void MatMul(const float* x, size_t m, size_t ldx, const Weight& w, const float* bias, float* y, size_t ldy) {
-  const bool supported = w.dtype == DType::kF32 || w.dtype == DType::kBF16;
   for (size_t i = 0; i < m; ++i) {
     for (size_t j = 0; j < w.rows; ++j) {
-      if (!supported) {  // a caller bug: make it visible rather than silent
-        y[i * ldy + j] = std::numeric_limits<float>::quiet_NaN();
-        continue;
-      }
       double s = 0.0;
       for (size_t c = 0; c < w.cols; ++c) s += double{x[i * ldx + c]} * WeightAt(w, j, c);
       if (bias != nullptr) s += bias[j];
@@ -100,8 +108,8 @@ void Scale(const float* a, float s, float* out, size_t n) {
   for (size_t i = 0; i < n; ++i) out[i] = a[i] * s;
 }
 
-void AccumulateBf16(const uint16_t* row, float* acc, size_t n) {
-  for (size_t i = 0; i < n; ++i) acc[i] += Bf16ToF32(row[i]);
+void AccumulateRow(const Weight& table, size_t row, float* acc) {
+  for (size_t c = 0; c < table.cols; ++c) acc[c] += WeightAt(table, row, c);
 }
 
 void CausalDepthwiseConv(const float* x, size_t t, size_t ldx, size_t c, const float* w, size_t k,

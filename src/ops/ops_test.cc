@@ -76,27 +76,52 @@ class Margin {
 // ---------------------------------------------------------------------------
 // MatMul
 
-// X[m, k] (rows ldx apart), W[n, k] in f32 and bf16 (same values: the f32
-// copy holds the bf16-rounded numbers), bias[n].
+// X[m, k] (rows ldx apart), W[n, k] in every weight format (same values:
+// bf16-rounded numbers, those below f16's normal range set to 0, so that f32,
+// bf16 and f16 all hold them exactly), bias[n].
 struct MatMulCase {
   MatMulCase(size_t m, size_t n, size_t k, size_t off, bool integers, Rng& rng)
-      : m(m), n(n), k(k), ldx(k + off), x(m * ldx, off), w16(n * k, off % 2), w32(n * k, off), bias(n, off) {
+      : m(m),
+        n(n),
+        k(k),
+        ldx(k + off),
+        x(m * ldx, off),
+        w16(n * k, off % 2),
+        wh(n * k, (off + 1) % 2),
+        w32(n * k, off),
+        bias(n, off) {
     for (size_t i = 0; i < m * ldx; ++i) x[i] = integers ? rng.SmallInt() : rng.Normal();
     for (size_t i = 0; i < n * k; ++i) {
-      w16[i] = F32ToBf16(integers ? rng.SmallInt() : rng.Normal(0.05f));
-      w32[i] = Bf16ToF32(w16[i]);
+      float v = Bf16ToF32(F32ToBf16(integers ? rng.SmallInt() : rng.Normal(0.05f)));
+      if (std::abs(v) < 0x1p-14f) v = 0.0f;
+      w16[i] = F32ToBf16(v);
+      wh[i] = F32ToF16(v);
+      w32[i] = v;
     }
     for (size_t j = 0; j < n; ++j) bias[j] = integers ? rng.SmallInt() : rng.Normal();
   }
-  Weight W(DType t) const {
-    return Weight{t, t == DType::kBF16 ? static_cast<const void*>(w16.p) : w32.p, n, k, k};
+  Weight W(WeightFormat f) const {
+    const void* p = f == WeightFormat::kBF16  ? static_cast<const void*>(w16.p)
+                    : f == WeightFormat::kF16 ? static_cast<const void*>(wh.p)
+                                              : w32.p;
+    return Weight::Dense(f, p, n, k, k);
   }
   size_t m, n, k, ldx;
   Buf<float> x;
-  Buf<uint16_t> w16;
+  Buf<uint16_t> w16;  // bf16
+  Buf<uint16_t> wh;   // f16
   Buf<float> w32;
   Buf<float> bias;
 };
+
+TEST(MatMul, CaseHoldsTheSameValuesInEveryFormat) {
+  Rng rng(9);
+  MatMulCase c(1, 7, 300, 1, /*integers=*/false, rng);
+  for (size_t i = 0; i < c.n * c.k; ++i) {
+    ASSERT_EQ(Bf16ToF32(c.w16[i]), c.w32[i]) << i;
+    ASSERT_EQ(F16ToF32(c.wh[i]), c.w32[i]) << i;
+  }
+}
 
 TEST(MatMul, ExactOnIntegersEveryTarget) {
   ThreadTeam team2(2);
@@ -112,7 +137,7 @@ TEST(MatMul, ExactOnIntegersEveryTarget) {
     }
     for (const auto& [m, n, k] : shapes) {
       MatMulCase c(m, n, k, (m + k) % 4, /*integers=*/true, rng);
-      for (DType t : {DType::kBF16, DType::kF32}) {
+      for (WeightFormat t : kAllWeightFormats) {
         // Variants: no bias; bias; bias and W rows longer than used (ld = k, cols = k − 1).
         for (int variant = 0; variant < 3; ++variant) {
           const float* bias = variant > 0 ? c.bias.p : nullptr;
@@ -123,8 +148,8 @@ TEST(MatMul, ExactOnIntegersEveryTarget) {
           MatMul(c.x.p, m, c.ldx, w, bias, got.data(), n, (m + k) % 2 ? team2 : team1);
           for (size_t i = 0; i < m * n; ++i) {
             ASSERT_TRUE(SameBits(got[i], want[i]))
-                << DTypeName(t) << " variant " << variant << " m=" << m << " n=" << n << " k=" << k << " at "
-                << i << ": " << got[i] << " vs " << want[i];
+                << WeightFormatName(t) << " variant " << variant << " m=" << m << " n=" << n << " k=" << k
+                << " at " << i << ": " << got[i] << " vs " << want[i];
           }
         }
       }
@@ -141,7 +166,7 @@ TEST(MatMul, RoundingBoundEveryTarget) {
       for (size_t m : {1, 6, 9}) {
         const size_t n = 13;
         MatMulCase c(m, n, k, 1, /*integers=*/false, rng);
-        for (DType t : {DType::kBF16, DType::kF32}) {
+        for (WeightFormat t : kAllWeightFormats) {
           std::vector<float> want(m * n), got(m * n);  // [m, n]
           ref::MatMul(c.x.p, m, c.ldx, c.W(t), c.bias.p, want.data(), n);
           MatMul(c.x.p, m, c.ldx, c.W(t), c.bias.p, got.data(), n, team);
@@ -153,7 +178,7 @@ TEST(MatMul, RoundingBoundEveryTarget) {
               for (size_t q = 0; q < k; ++q) mag += std::abs(double{c.x[i * c.ldx + q]} * c.w32[j * k + q]);
               const double bound = (k + 2) * kEps * mag;
               ASSERT_TRUE(margin.Check(std::abs(double{got[i * n + j]} - want[i * n + j]), bound))
-                  << DTypeName(t) << " m=" << m << " k=" << k << " (" << i << "," << j << ")";
+                  << WeightFormatName(t) << " m=" << m << " k=" << k << " (" << i << "," << j << ")";
             }
           }
         }
@@ -173,7 +198,7 @@ TEST(MatMul, DeterministicAcrossChunkingEveryTarget) {
     for (size_t k : {1282, 8197}) {
       const size_t m = 37, n = 21;
       MatMulCase c(m, n, k, 0, /*integers=*/false, rng);
-      for (DType t : {DType::kBF16, DType::kF32}) {
+      for (WeightFormat t : kAllWeightFormats) {
         const Weight w = c.W(t);
         std::vector<float> full(m * n);  // [m, n]: all rows at once, 2 threads
         MatMul(c.x.p, m, c.ldx, w, c.bias.p, full.data(), n, team2);
@@ -182,7 +207,7 @@ TEST(MatMul, DeterministicAcrossChunkingEveryTarget) {
           for (size_t i = row0; i < row0 + rows; ++i) {
             for (size_t j = col0; j < col0 + cols; ++j) {
               ASSERT_TRUE(SameBits(part[i * n + j], full[i * n + j]))
-                  << what << " " << DTypeName(t) << " k=" << k << " (" << i << "," << j << ")";
+                  << what << " " << WeightFormatName(t) << " k=" << k << " (" << i << "," << j << ")";
             }
           }
         };
@@ -205,7 +230,7 @@ TEST(MatMul, DeterministicAcrossChunkingEveryTarget) {
         // A sub-range of W rows (another split of n) and of X rows.
         Weight sub = w;
         sub.rows = n - 5;
-        sub.data = t == DType::kBF16 ? static_cast<const void*>(c.w16.p + 5 * k) : c.w32.p + 5 * k;
+        sub.data = w.row(5);
         MatMul(c.x.p + 3 * c.ldx, m - 3, c.ldx, sub, c.bias.p + 5, part.data() + 3 * n + 5, n, team2);
         expect_same(3, m - 3, 5, n - 5, "W rows 5..");
       }
@@ -228,16 +253,20 @@ TEST(MatMul, DoesNotReadPastTheEndEveryTarget) {
       uint16_t* w16 = reinterpret_cast<uint16_t*>(end) - n * k;
       for (size_t i = 0; i < n * k; ++i) w16[i] = F32ToBf16(1.0f);
       std::vector<float> x(k, 1.0f), y(n);
-      MatMul(x.data(), 1, k, Weight{DType::kBF16, w16, n, k, k}, nullptr, y.data(), n, team);
+      MatMul(x.data(), 1, k, Weight::Dense(WeightFormat::kBF16, w16, n, k, k), nullptr, y.data(), n, team);
       EXPECT_EQ(y[n - 1], static_cast<float>(k));
+      for (size_t i = 0; i < n * k; ++i) w16[i] = F32ToF16(-1.0f);
+      MatMul(x.data(), 1, k, Weight::Dense(WeightFormat::kF16, w16, n, k, k), nullptr, y.data(), n, team);
+      EXPECT_EQ(y[n - 1], -static_cast<float>(k));
       float* w32 = reinterpret_cast<float*>(end) - n * k;
       std::fill(w32, w32 + n * k, 2.0f);
-      MatMul(x.data(), 1, k, Weight{DType::kF32, w32, n, k, k}, nullptr, y.data(), n, team);
+      MatMul(x.data(), 1, k, Weight::Dense(WeightFormat::kF32, w32, n, k, k), nullptr, y.data(), n, team);
       EXPECT_EQ(y[n - 1], 2.0f * k);
       float* xe = reinterpret_cast<float*>(end) - k;  // X at the end instead
       std::fill(xe, xe + k, 3.0f);
       const std::vector<uint16_t> w_ones(n * k, F32ToBf16(1.0f));
-      MatMul(xe, 1, k, Weight{DType::kBF16, w_ones.data(), n, k, k}, nullptr, y.data(), n, team);
+      MatMul(xe, 1, k, Weight::Dense(WeightFormat::kBF16, w_ones.data(), n, k, k), nullptr, y.data(), n,
+             team);
       EXPECT_EQ(y[n - 1], 3.0f * k);
       EXPECT_EQ(Dot(xe, xe, k), 9.0f * k);
     }
@@ -245,15 +274,23 @@ TEST(MatMul, DoesNotReadPastTheEndEveryTarget) {
   munmap(mem, 2 * page);
 }
 
-TEST(MatMul, UnsupportedDTypeGivesNaN) {
-  ThreadTeam team(1);
-  std::vector<float> x(4, 1.0f), y(2, 0.0f), want(2, 0.0f);
-  const int8_t w[8] = {};
-  const Weight wt{DType::kI8, w, 2, 4, 4};
-  MatMul(x.data(), 1, 4, wt, nullptr, y.data(), 2, team);
-  ref::MatMul(x.data(), 1, 4, wt, nullptr, want.data(), 2);
-  EXPECT_TRUE(std::isnan(y[0]) && std::isnan(y[1]));
-  EXPECT_TRUE(std::isnan(want[0]) && std::isnan(want[1]));
+// Every format has its kernel TU, and a view's bytes are its rows at the
+// format's row size.
+TEST(MatMul, EveryFormatHasAKernelAndKnowsItsBytes) {
+  const size_t elem_bytes[] = {4, 2, 2};  // F32, BF16, F16, in enum order
+  for (WeightFormat f : kAllWeightFormats) {
+    SCOPED_TRACE(WeightFormatName(f));
+    EXPECT_TRUE(HasMatMulKernel(f));
+    const size_t e = elem_bytes[static_cast<size_t>(f)];
+    EXPECT_EQ(FormatRowBytes(f, 37), 37 * e);
+    const Weight w = Weight::Dense(f, nullptr, 5, 37, 40);
+    EXPECT_EQ(w.row_bytes, 40 * e);
+    EXPECT_EQ(w.bytes(), 5 * w.row_bytes);
+    EXPECT_EQ(w.row(3), static_cast<const uint8_t*>(nullptr) + 3 * 40 * e);
+    EXPECT_EQ(w.scales, nullptr);
+    EXPECT_EQ(w.group, 0u);
+  }
+  EXPECT_EQ(Weight().bytes(), 0u);
 }
 
 TEST(MatMul, ZeroKGivesBias) {
@@ -261,7 +298,7 @@ TEST(MatMul, ZeroKGivesBias) {
   const float bias[3] = {1.0f, -2.0f, 0.5f};
   float y[3] = {kNaN, kNaN, kNaN};
   const float* x = bias;  // never read
-  MatMul(x, 1, 0, Weight{DType::kF32, bias, 3, 0, 0}, bias, y, 3, team);
+  MatMul(x, 1, 0, Weight::Dense(WeightFormat::kF32, bias, 3, 0, 0), bias, y, 3, team);
   EXPECT_EQ(y[0], 1.0f);
   EXPECT_EQ(y[1], -2.0f);
   EXPECT_EQ(y[2], 0.5f);
@@ -380,13 +417,56 @@ TEST(ElementWise, BitExactEveryTarget) {
       Add(a.p, b.p, b.p, n);
       check("Add in place", b.p);
 
-      Buf<uint16_t> row(n, n % 2);
-      for (size_t i = 0; i < n; ++i) row[i] = F32ToBf16(rng.Normal());
-      row[0] = 0x7f80;  // +inf widens exactly too
-      std::copy(out.begin(), out.end(), want.begin());
-      ref::AccumulateBf16(row.p, want.data(), n);
-      AccumulateBf16(row.p, out.p, n);
-      check("AccumulateBf16", out.p);
+      // AccumulateRow: row 1 of a [2, n] table (rows n + 1 elements apart) in each format.
+      Buf<uint16_t> b16(2 * (n + 1), n % 2), h16(2 * (n + 1), (n + 1) % 2);
+      Buf<float> f32(2 * (n + 1), n % 4);
+      for (size_t i = 0; i < 2 * (n + 1); ++i) {
+        const float v = Bf16ToF32(F32ToBf16(rng.Normal()));
+        b16[i] = F32ToBf16(v);
+        h16[i] = F32ToF16(v);
+        f32[i] = v;
+      }
+      b16[n + 1] = 0x7f80;  // +inf widens exactly too
+      h16[n + 1] = 0x7c00;
+      f32[n + 1] = kInf;
+      for (WeightFormat f : kAllWeightFormats) {
+        const void* p = f == WeightFormat::kBF16  ? static_cast<const void*>(b16.p)
+                        : f == WeightFormat::kF16 ? static_cast<const void*>(h16.p)
+                                                  : f32.p;
+        const Weight table = Weight::Dense(f, p, 2, n, n + 1);
+        std::copy(out.begin(), out.end(), want.begin());
+        ref::AccumulateRow(table, 1, want.data());
+        AccumulateRow(table, 1, out.p);
+        check(WeightFormatName(f), out.p);
+      }
+    }
+  });
+}
+
+// The BF16 and F16 decoders widen every one of the 65536 bit patterns as the
+// scalar conversions of tensor/dtype.h do (NaN to some NaN), through the
+// vector path (a row of all patterns) and the tail path (3 fewer).
+TEST(AccumulateRow, WidensEveryBitPatternEveryTarget) {
+  std::vector<uint16_t> all(1 << 16);
+  for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<uint16_t>(i);
+  ForEachTarget([&] {
+    for (WeightFormat f : {WeightFormat::kBF16, WeightFormat::kF16}) {
+      for (size_t skip : {0, 3}) {
+        const Weight table = Weight::Dense(f, all.data() + skip, 1, all.size() - skip, all.size() - skip);
+        std::vector<float> got(table.cols, 0.0f), want(table.cols, 0.0f);
+        AccumulateRow(table, 0, got.data());
+        ref::AccumulateRow(table, 0, want.data());
+        for (size_t i = 0; i < table.cols; ++i) {
+          const uint16_t b = all[skip + i];
+          const float exact = f == WeightFormat::kBF16 ? Bf16ToF32(b) : F16ToF32(b);
+          if (std::isnan(exact)) {
+            ASSERT_TRUE(std::isnan(got[i]) && std::isnan(want[i])) << WeightFormatName(f) << " " << b;
+          } else {
+            ASSERT_TRUE(SameBits(got[i], want[i])) << WeightFormatName(f) << " " << b;
+            ASSERT_EQ(got[i], exact) << WeightFormatName(f) << " " << b;  // 0 + -0 is +0: compare values
+          }
+        }
+      }
     }
   });
 }

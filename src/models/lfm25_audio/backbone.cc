@@ -43,9 +43,7 @@ Result<Lfm2Backbone> Lfm2Backbone::Load(const Checkpoint& ckpt, const Lfm2Config
   return b;
 }
 
-size_t Lfm2Backbone::step_weight_bytes() const {
-  return stack_.weight_bytes() + embed_.rows * embed_.cols * DTypeSize(embed_.dtype);
-}
+size_t Lfm2Backbone::step_weight_bytes() const { return stack_.weight_bytes() + embed_.bytes(); }
 
 Status Lfm2Backbone::EmbedToken(int32_t id, float* out) const {
   if (id < 0 || id >= vocab()) {

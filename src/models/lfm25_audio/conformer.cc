@@ -133,7 +133,7 @@ Result<AudioEncoder> AudioEncoder::Load(const Checkpoint& ckpt, const ConformerC
 }
 
 size_t AudioEncoder::weight_bytes() const {
-  auto bytes = [](const Linear& l) { return l.w.rows * l.w.cols * DTypeSize(l.w.dtype); };
+  auto bytes = [](const Linear& l) { return l.w.bytes(); };
   size_t n = bytes(conv3_) + bytes(conv6_) + bytes(pre_out_) + bytes(adapter_in_) + bytes(adapter_out_);
   for (const Layer& L : layers_) {
     n += bytes(L.ff1_in) + bytes(L.ff1_out) + bytes(L.ff2_in) + bytes(L.ff2_out) + bytes(L.q) + bytes(L.k) +
@@ -370,10 +370,10 @@ void AudioEncoder::Attention(const Layer& L, size_t t, EncoderScratch& s, Thread
     ThreadTeam& solo = *s.solo_[static_cast<size_t>(thread)];
     float* ac = s.ac_.data() + static_cast<size_t>(thread) * s.ac_stride_;  // [nb, t]
     float* bd = s.bd_.data() + static_cast<size_t>(thread) * s.bd_stride_;  // [nb, nbd]
-    const ops::Weight kh{DType::kF32, k + h * hd, t, hd, d};
+    const auto kh = ops::Weight::Dense(WeightFormat::kF32, k + h * hd, t, hd, d);
     ops::MatMul(q + i0 * d + h * hd, nb, d, kh, nullptr, ac, t, solo);
     // p rows [t − i1, t − i1 + nbd) hold r = i1 − 1 … i0 − t + 1.
-    const ops::Weight ph{DType::kF32, p + (t - i1) * d + h * hd, nbd, hd, d};
+    const auto ph = ops::Weight::Dense(WeightFormat::kF32, p + (t - i1) * d + h * hd, nbd, hd, d);
     ops::MatMul(qv + i0 * d + h * hd, nb, d, ph, nullptr, bd, nbd, solo);
     for (size_t li = 0; li < nb; ++li) {
       // Query i = i0 + li and key j pair with p row t−1−i+j, local row (nb−1−li) + j.
@@ -382,7 +382,7 @@ void AudioEncoder::Attention(const Layer& L, size_t t, EncoderScratch& s, Thread
       for (size_t j = 0; j < t; ++j) row[j] = (row[j] + shifted[j]) / sdk;
       ops::Softmax(row, t);
     }
-    const ops::Weight vh{DType::kF32, s.vt_.data() + h * hd * t, hd, t, t};
+    const auto vh = ops::Weight::Dense(WeightFormat::kF32, s.vt_.data() + h * hd * t, hd, t, t);
     ops::MatMul(ac, nb, t, vh, nullptr, att + i0 * d + h * hd, d, solo);
   });
   MatMul(att, t, L.out, s.tmp_.data(), team);

@@ -24,10 +24,10 @@ Result<int> RowsOf(const Checkpoint& ckpt, const std::string& name, int64_t cols
   return static_cast<int>(t.shape[0]);
 }
 
-size_t MatrixBytes(const ops::Weight& w) { return w.rows * w.cols * DTypeSize(w.dtype); }
+size_t MatrixBytes(const ops::Weight& w) { return w.bytes(); }
 
 bool SameContents(const ops::Weight& a, const ops::Weight& b) {
-  return a.dtype == b.dtype && a.rows == b.rows && a.cols == b.cols &&
+  return a.format == b.format && a.rows == b.rows && a.cols == b.cols && a.row_bytes == b.row_bytes &&
          std::memcmp(a.data, b.data, MatrixBytes(a)) == 0;
 }
 
@@ -109,8 +109,7 @@ size_t Depthformer::weight_bytes() const {
   size_t n = MatrixBytes(depth_linear_.w) + codebooks_.size() * stack;
   for (size_t k = 0; k < codebooks_.size(); ++k) {
     n += MatrixBytes(codebooks_[k].to_logits);
-    if (k + 1 < codebooks_.size())
-      n += codebooks_[k].embedding.cols * DTypeSize(codebooks_[k].embedding.dtype);
+    if (k + 1 < codebooks_.size()) n += codebooks_[k].embedding.row_bytes;
   }
   return n;
 }

@@ -47,8 +47,7 @@ Result<std::unique_ptr<Lfm25Detokenizer>> Lfm25Detokenizer::Load(const std::stri
 }
 
 size_t Lfm25Detokenizer::weight_bytes_per_frame() const {
-  return stack_.weight_bytes() + lin_.rows * lin_.cols * DTypeSize(lin_.dtype) +
-         static_cast<size_t>(config_.num_codebooks) * emb_.cols * DTypeSize(emb_.dtype);
+  return stack_.weight_bytes() + lin_.bytes() + static_cast<size_t>(config_.num_codebooks) * emb_.row_bytes;
 }
 
 Lfm25DetokenizerSession::Lfm25DetokenizerSession(const Lfm25Detokenizer& model, Lfm2State state,

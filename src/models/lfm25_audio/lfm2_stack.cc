@@ -58,7 +58,7 @@ AttentionShape Lfm2Stack::attention_shape() const {
 }
 
 size_t Lfm2Stack::weight_bytes() const {
-  auto bytes = [](const Linear& l) { return l.w.data ? l.w.rows * l.w.cols * DTypeSize(l.w.dtype) : 0; };
+  auto bytes = [](const Linear& l) { return l.w.bytes(); };
   size_t n = 0;
   for (const Lfm2Layer& L : layers_) {
     n += bytes(L.conv.in_proj) + bytes(L.conv.out_proj) + bytes(L.attn.q_proj) + bytes(L.attn.k_proj) +

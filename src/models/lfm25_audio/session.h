@@ -233,6 +233,8 @@ class Lfm25Session {
   // Codes of an AUDIO_OUT position [num_codebooks].
   std::span<const int32_t> audio_codes(size_t i) const;
   const Lfm25AudioModel& model() const { return model_; }
+  // The backbone caches, for parity tests.
+  const Lfm2State& backbone_state() const { return state_; }
 
   // Empties the history and the caches (a new conversation).
   void Reset();

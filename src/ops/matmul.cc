@@ -1,0 +1,56 @@
+// ops::MatMul and ops::AccumulateRow: one look-up of the view's format per
+// call, to that format's translation unit (matmul_<format>.cc), which then
+// dispatches to the CPU's Highway target.
+#include <hwy/base.h>
+
+#include <iterator>
+
+#include "ops/matmul_kernels.h"
+#include "ops/ops.h"
+
+namespace lfmvox::ops {
+
+namespace {
+
+struct FormatKernels {
+  internal::MatMulKernel matmul;
+  internal::AccumulateRowKernel accumulate_row;
+};
+
+// One entry per WeightFormat, in enum order.
+constexpr FormatKernels kKernels[] = {
+    {internal::MatMulF32, internal::AccumulateRowF32},    // kF32
+    {internal::MatMulBf16, internal::AccumulateRowBf16},  // kBF16
+    {internal::MatMulF16, internal::AccumulateRowF16},    // kF16
+};
+static_assert(std::size(kKernels) == kWeightFormatCount,
+              "every WeightFormat needs its kernels here (or an entry of nullptrs and a load-time refusal)");
+
+const FormatKernels* KernelsFor(WeightFormat f) {
+  const auto i = static_cast<size_t>(f);
+  if (i >= std::size(kKernels) || kKernels[i].matmul == nullptr) return nullptr;
+  return &kKernels[i];
+}
+
+// Reached only through a view that LoadMatrix would have refused (a caller
+// bug, never user input): stop loudly rather than compute garbage.
+const FormatKernels& KernelsOrDie(WeightFormat f) {
+  const FormatKernels* k = KernelsFor(f);
+  if (k == nullptr) HWY_ABORT("ops: no kernel for weight format %d", static_cast<int>(f));
+  return *k;
+}
+
+}  // namespace
+
+bool HasMatMulKernel(WeightFormat f) { return KernelsFor(f) != nullptr; }
+
+void MatMul(const float* x, size_t m, size_t ldx, const Weight& w, const float* bias, float* y, size_t ldy,
+            ThreadTeam& team) {
+  KernelsOrDie(w.format).matmul(x, m, ldx, w, bias, y, ldy, team);
+}
+
+void AccumulateRow(const Weight& table, size_t row, float* acc) {
+  KernelsOrDie(table.format).accumulate_row(table, row, acc);
+}
+
+}  // namespace lfmvox::ops

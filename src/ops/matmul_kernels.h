@@ -1,0 +1,53 @@
+// The entry points of the per-format MatMul translation units, for matmul.cc
+// (which picks one per call from the view's format); not part of the ops API.
+#pragma once
+
+#include <cstddef>
+
+#include "ops/ops.h"
+
+namespace lfmvox::ops::internal {
+
+using MatMulKernel = void (*)(const float* x, size_t m, size_t ldx, const MatrixView& w, const float* bias,
+                              float* y, size_t ldy, ThreadTeam& team);
+using AccumulateRowKernel = void (*)(const MatrixView& w, size_t row, float* acc);
+
+// Defined by matmul_<format>.cc, each dispatching to the CPU's Highway target.
+void MatMulF32(const float* x, size_t m, size_t ldx, const MatrixView& w, const float* bias, float* y,
+               size_t ldy, ThreadTeam& team);
+void AccumulateRowF32(const MatrixView& w, size_t row, float* acc);
+void MatMulBf16(const float* x, size_t m, size_t ldx, const MatrixView& w, const float* bias, float* y,
+                size_t ldy, ThreadTeam& team);
+void AccumulateRowBf16(const MatrixView& w, size_t row, float* acc);
+void MatMulF16(const float* x, size_t m, size_t ldx, const MatrixView& w, const float* bias, float* y,
+               size_t ldy, ThreadTeam& team);
+void AccumulateRowF16(const MatrixView& w, size_t row, float* acc);
+
+}  // namespace lfmvox::ops::internal
+
+// The HWY_ONCE part of matmul_<format>.cc, given the decoder's TU defines
+// MatMul<Name>Impl and AccumulateRow<Name>Impl in HWY_NAMESPACE: exports them
+// and defines internal::MatMul<Name> and internal::AccumulateRow<Name>.
+#define LFMVOX_EXPORT_MATMUL_KERNELS(Name)                                                                  \
+  namespace lfmvox::ops {                                                                                   \
+  HWY_EXPORT(MatMul##Name##Impl);                                                                           \
+  HWY_EXPORT(AccumulateRow##Name##Impl);                                                                    \
+  void internal::MatMul##Name(const float* x, size_t m, size_t ldx, const MatrixView& w, const float* bias, \
+                              float* y, size_t ldy, ThreadTeam& team) {                                     \
+    HWY_DYNAMIC_DISPATCH(MatMul##Name##Impl)(x, m, ldx, w, bias, y, ldy, team);                             \
+  }                                                                                                         \
+  void internal::AccumulateRow##Name(const MatrixView& w, size_t row, float* acc) {                         \
+    HWY_DYNAMIC_DISPATCH(AccumulateRow##Name##Impl)(w, row, acc);                                           \
+  }                                                                                                         \
+  }  // namespace lfmvox::ops
+
+// The per-target part: MatMul<Name>Impl and AccumulateRow<Name>Impl from the
+// engine in matmul-inl.h with decoder Fmt. Use inside HWY_NAMESPACE.
+#define LFMVOX_DEFINE_MATMUL_KERNELS(Name, Fmt)                                                         \
+  void MatMul##Name##Impl(const float* x, size_t m, size_t ldx, const MatrixView& w, const float* bias, \
+                          float* y, size_t ldy, ThreadTeam& team) {                                     \
+    MatMulWith<Fmt>(x, m, ldx, w, bias, y, ldy, team);                                                  \
+  }                                                                                                     \
+  void AccumulateRow##Name##Impl(const MatrixView& w, size_t row, float* acc) {                         \
+    AccumulateRowWith<Fmt>(w, row, acc);                                                                \
+  }
