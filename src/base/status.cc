@@ -1,6 +1,7 @@
-#include "lfmvox/status.h"
+#include "base/status.h"
 
 #include <cstdarg>
+#include <cstdio>
 #include <vector>
 
 namespace lfmvox {
@@ -23,6 +24,8 @@ const char* StatusCodeName(StatusCode code) {
       return "internal error";
     case StatusCode::kIo:
       return "i/o error";
+    case StatusCode::kCancelled:
+      return "cancelled";
   }
   return "unknown";
 }
