@@ -55,11 +55,6 @@ GenerateOptions GenerateOptions::ForAsr(const AudioModel& model) {
   return model.impl_->family->Preset(Task::kAsr);
 }
 
-const std::vector<std::string>& Lfm25Voices() {
-  static const std::vector<std::string> kVoices = {"US male", "US female", "UK male", "UK female"};
-  return kVoices;
-}
-
 Conversation::Conversation(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Conversation::~Conversation() = default;
 

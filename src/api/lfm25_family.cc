@@ -200,6 +200,8 @@ class Lfm25FamilyModel final : public FamilyModel {
 
 }  // namespace
 
+const std::vector<std::string>& Lfm25Voices() { return Lfm25TtsVoices(); }
+
 Result<std::unique_ptr<FamilyModel>> LoadLfm25Family(const std::string& dir) {
   LFM_ASSIGN_OR_RETURN(std::unique_ptr<Lfm25AudioModel> m, Lfm25AudioModel::Load(dir));
   return std::unique_ptr<FamilyModel>(new Lfm25FamilyModel(std::move(m)));
