@@ -76,20 +76,15 @@ int main(int argc, char** argv) {
     c.Reset();
     // The speech-to-speech prompt around the spoken question. Generate runs the prompt's
     // prefill first, so the time to the first item includes it.
-    (void)c.Begin();
-    (void)c.StartTurn("system");
-    (void)c.AddText("Respond with interleaved text and audio.");
-    (void)c.EndTurn();
+    (void)c.StartChat();  // the model's default system prompt
     (void)c.StartTurn("user");
     t0 = Now();
     (void)c.AddAudioFile(src + "/tests/data/inputs/question.wav");
     const double question_encode = Now() - t0;
     (void)c.EndTurn();
     (void)c.StartTurn("assistant");
-    GenerateOptions o;
-    o.mode = GenerationMode::kInterleaved;
+    GenerateOptions o = GenerateOptions::ForSpeechToSpeech(**model);
     o.max_new_tokens = max_new;
-    o.audio = {1.0f, 4};
     double first_item = 0, first_audio = 0;
     size_t samples = 0;
     int items = 0;

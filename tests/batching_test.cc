@@ -122,7 +122,8 @@ TEST_P(Batching, BatchedSessionsEqualEachAlone) {
         EXPECT_TRUE(batched[i]->generation_status().ok()) << what;
         ASSERT_EQ(rows[i].rows.size(), alone_rows[i].rows.size()) << what;
         EXPECT_GT(rows[i].rows.size(), 0u);
-        for (size_t k = 0; k < rows[i].rows.size(); ++k) EXPECT_EQ(rows[i].rows[k], alone_rows[i].rows[k]) << what;
+        for (size_t k = 0; k < rows[i].rows.size(); ++k)
+          EXPECT_EQ(rows[i].rows[k], alone_rows[i].rows[k]) << what;
         ExpectSameCaches(*batched[i], *alone[i], what);
       }
     }
@@ -148,8 +149,10 @@ void ExpectSameCaches(const Lfm25Session& a, const Lfm25Session& b, const std::s
       const KvCache& kb = sb.kv_cache(li);
       ASSERT_EQ(ka.len, kb.len) << what;
       const size_t n = ka.len * ka.k.size() / ka.capacity;
-      EXPECT_EQ(std::memcmp(ka.k.data(), kb.k.data(), n * sizeof(float)), 0) << what << " keys of layer " << li;
-      EXPECT_EQ(std::memcmp(ka.v.data(), kb.v.data(), n * sizeof(float)), 0) << what << " values of layer " << li;
+      EXPECT_EQ(std::memcmp(ka.k.data(), kb.k.data(), n * sizeof(float)), 0)
+          << what << " keys of layer " << li;
+      EXPECT_EQ(std::memcmp(ka.v.data(), kb.v.data(), n * sizeof(float)), 0)
+          << what << " values of layer " << li;
     }
   }
 }
@@ -189,8 +192,8 @@ TEST_P(Batching, StepAllocatesNothingOnceWarm) {
   const std::string name = GetParam();
   const Lfm25AudioModel& m = Model(name);
   ThreadTeam team(2);
-  auto worker =
-      Lfm25Worker::Create(m, {.max_batch = 2, .max_rows = 32, .max_context = 256, .threads = 2, .max_clip_seconds = 1});
+  auto worker = Lfm25Worker::Create(
+      m, {.max_batch = 2, .max_rows = 32, .max_context = 256, .threads = 2, .max_clip_seconds = 1});
   ASSERT_TRUE(worker.ok());
   std::shared_ptr<Lfm25Worker> shared = std::move(worker).value();
   // Sinks that only count, into memory reserved up front.
@@ -212,10 +215,12 @@ TEST_P(Batching, StepAllocatesNothingOnceWarm) {
     ASSERT_TRUE(r.ok());
     s[i] = std::move(r).value();
     AppendPrompt(*s[i], name, i);
-    ASSERT_TRUE(s[i]->BeginGeneration(Options({i, GenerationMode::kInterleaved, true, 0, 40}), sinks[i]).ok());
+    ASSERT_TRUE(
+        s[i]->BeginGeneration(Options({i, GenerationMode::kInterleaved, true, 0, 40}), sinks[i]).ok());
   }
   Lfm25Session* ptrs[2] = {s[0].get(), s[1].get()};
-  for (int step = 0; step < 3; ++step) ASSERT_TRUE(StepSessions(ptrs, *shared, team).ok());  // prefill + warm-up
+  for (int step = 0; step < 3; ++step)
+    ASSERT_TRUE(StepSessions(ptrs, *shared, team).ok());  // prefill + warm-up
   int steps = 0;
   while (s[0]->generating() || s[1]->generating()) {
     const long before = testing::AllocationCount();

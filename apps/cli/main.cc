@@ -7,7 +7,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -229,6 +228,21 @@ std::string ParseSampling(const Args& args, lfmvox::GenerateOptions* o, uint64_t
   return "";
 }
 
+// Sampling values marked unset (-1), for ParseSampling to fill before the model (and its presets) loads.
+lfmvox::GenerateOptions UnsetSampling() {
+  lfmvox::GenerateOptions o;
+  o.text = o.audio = {-1.0f, -1};
+  return o;
+}
+
+// Copies the sampling values the flags set (those not left at -1) over a preset.
+void OverrideSampling(const lfmvox::GenerateOptions& flags, lfmvox::GenerateOptions* o) {
+  if (flags.audio.temperature >= 0) o->audio.temperature = flags.audio.temperature;
+  if (flags.audio.top_k >= 0) o->audio.top_k = flags.audio.top_k;
+  if (flags.text.temperature >= 0) o->text.temperature = flags.text.temperature;
+  if (flags.text.top_k >= 0) o->text.top_k = flags.text.top_k;
+}
+
 int ThreadsArg(const Args& args, int* threads) {
   *threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   if (const std::string* t = args.Get("threads")) {
@@ -295,78 +309,26 @@ int Tts(int argc, char** argv) {
   }
   lfmvox::PcmFormat format;
   if (int rc = PcmArg(args, &format)) return rc;
-  lfmvox::GenerateOptions o;
-  o.mode = lfmvox::GenerationMode::kSequential;
-  o.max_new_tokens = 1024;
-  o.audio = {0.8f, 64};  // the LFM2.5-Audio README's TTS settings
+  lfmvox::GenerateOptions flags = UnsetSampling();
   uint64_t seed = 0;
-  if (std::string e = ParseSampling(args, &o, &seed); !e.empty()) return UsageError(e);
-  if (const std::string* v = args.Get("max-new"); v && !ParseInt(*v, 1, 1 << 20, &o.max_new_tokens)) {
+  if (std::string e = ParseSampling(args, &flags, &seed); !e.empty()) return UsageError(e);
+  int max_new = 0;
+  if (const std::string* v = args.Get("max-new"); v && !ParseInt(*v, 1, 1 << 20, &max_new)) {
     return UsageError("--max-new takes a positive integer");
   }
   int threads;
   if (int rc = ThreadsArg(args, &threads)) return rc;
-  const std::string voice = args.Get("voice") ? *args.Get("voice") : "US female";
 
   auto model = lfmvox::AudioModel::Load(*model_dir);
   if (!model.ok()) return Fail(model.status().message());
+  lfmvox::GenerateOptions o = lfmvox::GenerateOptions::ForTts(**model);
+  OverrideSampling(flags, &o);
+  if (max_new > 0) o.max_new_tokens = max_new;
+  const std::string voice = args.Get("voice") ? *args.Get("voice") : (*model)->default_voice();
   auto conv = lfmvox::Conversation::Create(*model, {.threads = threads, .context = 4096, .seed = seed});
   if (!conv.ok()) return Fail(conv.status().message());
   if (lfmvox::Status s = (*conv)->StartSpeech(voice, args.positional[0]); !s.ok()) return Fail(s.message());
   return RunGeneration(**conv, **model, o, output, format, false, args.Has("quiet") || *output == "-");
-}
-
-// Appends the prompt segments of a JSON file to the conversation.
-lfmvox::Status AddPrompt(lfmvox::Conversation& conv, const std::string& path) {
-  std::ifstream f(path);
-  if (!f) return lfmvox::NotFound("cannot open the prompt file " + path);
-  const nlohmann::json j = nlohmann::json::parse(f, nullptr, false);
-  if (j.is_discarded() || !j.is_array()) {
-    return lfmvox::InvalidArgument(path + " must hold a JSON list of segments like {\"text\": \"...\"}");
-  }
-  for (size_t i = 0; i < j.size(); ++i) {
-    const nlohmann::json& seg = j[i];
-    const std::string where = path + " segment " + std::to_string(i);
-    if (!seg.is_object() || seg.size() != 1) {
-      return lfmvox::InvalidArgument(
-          where + ": each segment is an object with one key: text, ids, audio_out or audio");
-    }
-    if (auto t = seg.find("text"); t != seg.end()) {
-      if (!t->is_string()) return lfmvox::InvalidArgument(where + ": \"text\" must be a string");
-      LFM_RETURN_IF_ERROR(conv.AddText(t->get<std::string>()).WithContext(where));
-    } else if (auto ids = seg.find("ids"); ids != seg.end()) {
-      std::vector<int32_t> v;
-      for (const auto& x : *ids) {
-        if (!x.is_number_integer() || x.get<int64_t>() < 0 || x.get<int64_t>() > INT32_MAX) {
-          return lfmvox::InvalidArgument(where + ": \"ids\" must be a list of non-negative integers");
-        }
-        v.push_back(x.get<int32_t>());
-      }
-      LFM_RETURN_IF_ERROR(conv.AddTokens(v).WithContext(where));
-    } else if (auto ao = seg.find("audio_out"); ao != seg.end()) {
-      std::vector<int32_t> v;
-      for (const auto& frame : *ao) {
-        if (!frame.is_array())
-          return lfmvox::InvalidArgument(where + ": \"audio_out\" is a list of frames of codes");
-        for (const auto& x : frame) {
-          if (!x.is_number_integer() || x.get<int64_t>() < 0 || x.get<int64_t>() > INT32_MAX) {
-            return lfmvox::InvalidArgument(where + ": audio codes must be non-negative integers");
-          }
-          v.push_back(x.get<int32_t>());
-        }
-      }
-      LFM_RETURN_IF_ERROR(conv.AddAudioOut(v).WithContext(where));
-    } else if (auto au = seg.find("audio"); au != seg.end()) {
-      if (!au->is_string()) return lfmvox::InvalidArgument(where + ": \"audio\" must be a file name");
-      // A relative path is taken relative to the prompt file.
-      std::filesystem::path file(au->get<std::string>());
-      if (file.is_relative()) file = std::filesystem::path(path).parent_path() / file;
-      LFM_RETURN_IF_ERROR(conv.AddAudioFile(file.string()).WithContext(where));
-    } else {
-      return lfmvox::InvalidArgument(where + ": unknown segment key " + seg.begin().key());
-    }
-  }
-  return lfmvox::Status::Ok();
 }
 
 int Generate(int argc, char** argv) {
@@ -410,7 +372,7 @@ int Generate(int argc, char** argv) {
   auto conv = lfmvox::Conversation::Create(
       *model, {.threads = threads, .context = static_cast<size_t>(context), .seed = seed});
   if (!conv.ok()) return Fail(conv.status().message());
-  if (lfmvox::Status s = AddPrompt(**conv, *prompt); !s.ok()) return Fail(s.message());
+  if (lfmvox::Status s = (*conv)->AddPromptFile(*prompt); !s.ok()) return Fail(s.message());
   return RunGeneration(**conv, **model, o, output, format, true, args.Has("quiet"));
 }
 
@@ -435,20 +397,18 @@ int Asr(int argc, char** argv) {
   if (!model_dir || args.positional.size() != 1) return UsageError("asr needs --model and one audio file");
   int threads;
   if (int rc = ThreadsArg(args, &threads)) return rc;
-  lfmvox::GenerateOptions o;  // sequential, greedy text: the official ASR setting
-  if (const std::string* v = args.Get("max-new"); v && !ParseInt(*v, 1, 1 << 20, &o.max_new_tokens)) {
+  int max_new = 0;
+  if (const std::string* v = args.Get("max-new"); v && !ParseInt(*v, 1, 1 << 20, &max_new)) {
     return UsageError("--max-new takes a positive integer");
   }
   auto model = lfmvox::AudioModel::Load(*model_dir);
   if (!model.ok()) return Fail(model.status().message());
+  lfmvox::GenerateOptions o = lfmvox::GenerateOptions::ForAsr(**model);
+  if (max_new > 0) o.max_new_tokens = max_new;
   auto conv = lfmvox::Conversation::Create(*model, {.threads = threads});
   if (!conv.ok()) return Fail(conv.status().message());
   lfmvox::Conversation& c = **conv;
-  // The LFM2.5-Audio README's ASR prompt.
-  for (lfmvox::Status s :
-       {c.Begin(), c.StartTurn("system"), c.AddText("Perform ASR."), c.EndTurn(), c.StartTurn("user")}) {
-    if (!s.ok()) return Fail(s.message());
-  }
+  if (lfmvox::Status s = c.StartAsr(); !s.ok()) return Fail(s.message());
   if (lfmvox::Status s = c.AddAudioFile(args.positional[0]); !s.ok()) return Fail(s.message());
   for (lfmvox::Status s : {c.EndTurn(), c.StartTurn("assistant")}) {
     if (!s.ok()) return Fail(s.message());
@@ -475,12 +435,12 @@ int Chat(int argc, char** argv) {
     return UsageError("chat needs --in and --out, or --interactive --out-dir DIR");
   }
   if (interactive && !args.Get("out-dir")) return UsageError("chat --interactive needs --out-dir DIR");
-  lfmvox::GenerateOptions o;
-  o.mode = lfmvox::GenerationMode::kInterleaved;
-  o.audio = {1.0f, 4};  // the LFM2.5-Audio README's speech-to-speech settings
+  // Sampling flags are checked before the model loads; the preset fills what they leave.
+  lfmvox::GenerateOptions flags = UnsetSampling();
   uint64_t seed = 0;
-  if (std::string e = ParseSampling(args, &o, &seed); !e.empty()) return UsageError(e);
-  if (const std::string* v = args.Get("max-new"); v && !ParseInt(*v, 1, 1 << 20, &o.max_new_tokens)) {
+  if (std::string e = ParseSampling(args, &flags, &seed); !e.empty()) return UsageError(e);
+  int max_new = 0;
+  if (const std::string* v = args.Get("max-new"); v && !ParseInt(*v, 1, 1 << 20, &max_new)) {
     return UsageError("--max-new takes a positive integer");
   }
   int threads, context = 4096;
@@ -490,18 +450,18 @@ int Chat(int argc, char** argv) {
   }
   lfmvox::PcmFormat format;
   if (int rc = PcmArg(args, &format)) return rc;
-  const std::string system =
-      args.Get("system") ? *args.Get("system") : "Respond with interleaved text and audio.";
+  const std::string system = args.Get("system") ? *args.Get("system") : "";
 
   auto model = lfmvox::AudioModel::Load(*model_dir);
   if (!model.ok()) return Fail(model.status().message());
+  lfmvox::GenerateOptions o = lfmvox::GenerateOptions::ForSpeechToSpeech(**model);
+  OverrideSampling(flags, &o);
+  if (max_new > 0) o.max_new_tokens = max_new;
   auto conv = lfmvox::Conversation::Create(
       *model, {.threads = threads, .context = static_cast<size_t>(context), .seed = seed});
   if (!conv.ok()) return Fail(conv.status().message());
   lfmvox::Conversation& c = **conv;
-  for (lfmvox::Status s : {c.Begin(), c.StartTurn("system"), c.AddText(system), c.EndTurn()}) {
-    if (!s.ok()) return Fail(s.message());
-  }
+  if (lfmvox::Status s = c.StartChat(system); !s.ok()) return Fail(s.message());
   // One user turn (audio file or text), the assistant's answer, the turn closed.
   auto turn = [&](const std::string& input, bool is_audio, const std::string& out_path) -> int {
     lfmvox::Status s = c.StartTurn("user");

@@ -20,7 +20,8 @@ enum class PcmFormat { kS16, kF32 };
 Result<std::vector<int32_t>> LoadCodes(const std::string& path, int num_codebooks);
 
 // Where decoded PCM goes: a WAV file (valid at every point while it grows), or
-// with path "-" raw little-endian samples on stdout, flushed per chunk.
+// with path "-" raw little-endian samples on stdout, flushed per chunk. One
+// thread at a time. LoadCodes is safe from any thread.
 class PcmOutput {
  public:
   static Result<std::unique_ptr<PcmOutput>> Open(const std::string& path, int sample_rate, PcmFormat format);

@@ -1,10 +1,20 @@
 // lfmvox public API.
 //
 // Models hold weights: loaded once, immutable, shared by every stream and
-// thread. Streams (sessions) hold all per-conversation state, sized once at
-// creation; their hot calls allocate nothing. Errors come back as Status /
-// Result with a message that says what to fix; the library never prints,
-// exits or aborts on bad input.
+// thread. Streams (conversations, detokenizer streams) hold all per-stream
+// state, sized once at creation; their hot calls allocate nothing. Errors come
+// back as Status / Result with a message that says what to fix; the library
+// never prints, exits, aborts or throws on bad input.
+//
+// Thread safety, per type:
+//   DetokenizerModel, AudioModel: immutable after Load; any number of threads
+//     may use one model (and create streams from it) at the same time.
+//   DetokenizerStream, Conversation: one thread at a time (calls on one object
+//     must not overlap; moving it between threads between calls is fine).
+//     Different streams of one model run concurrently without locking.
+//   The option and summary structs are plain values.
+//
+// A C API over the same objects is in lfmvox/lfmvox_c.h.
 #pragma once
 
 #include <cstddef>
@@ -21,13 +31,8 @@
 
 namespace lfmvox {
 
-class Lfm25AudioModel;
-class Lfm25Detokenizer;
-class Lfm25DetokenizerSession;
-class Lfm25Session;
-class ThreadTeam;
-
 // The LFM2.5-Audio detokenizer: audio codes (8 per 80 ms frame) → 24 kHz PCM.
+// Immutable once loaded; shared by any number of threads and streams.
 class DetokenizerModel {
  public:
   // `model_dir`: the model directory as downloaded (holding
@@ -41,11 +46,12 @@ class DetokenizerModel {
   int samples_per_frame() const;  // PCM samples per code frame (1920 = 80 ms)
   int tail_samples() const;       // samples Flush emits at the end of a stream
 
-  const Lfm25Detokenizer& impl() const { return *impl_; }
+  struct Impl;  // library-internal
 
  private:
-  explicit DetokenizerModel(std::unique_ptr<Lfm25Detokenizer> impl);
-  std::unique_ptr<Lfm25Detokenizer> impl_;
+  friend class DetokenizerStream;
+  explicit DetokenizerModel(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
 };
 
 struct StreamOptions {
@@ -54,7 +60,10 @@ struct StreamOptions {
 };
 
 // One audio stream (a turn of speech). Push frames as they are produced; the
-// PCM that became final is written straight into the caller's span.
+// PCM that became final is written straight into the caller's span. A stream
+// of N frames yields N·samples_per_frame() samples in all: the first Push
+// tail_samples() fewer than its frames' share, Flush those tail_samples().
+// One thread at a time; it keeps its model alive.
 class DetokenizerStream {
  public:
   static Result<std::unique_ptr<DetokenizerStream>> Create(std::shared_ptr<const DetokenizerModel> model,
@@ -70,40 +79,19 @@ class DetokenizerStream {
   // Starts a new stream, as if freshly created.
   void Reset();
 
-  const DetokenizerModel& model() const { return *model_; }
+  const DetokenizerModel& model() const;
+
+  struct Impl;  // library-internal
 
  private:
-  DetokenizerStream() = default;
-  std::shared_ptr<const DetokenizerModel> model_;
-  std::unique_ptr<ThreadTeam> team_;
-  std::unique_ptr<Lfm25DetokenizerSession> session_;
+  explicit DetokenizerStream(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
 };
 
 // ---------------------------------------------------------------------------
-// LFM2.5-Audio: text and speech in, text and speech out.
+// Speech and text models: text and speech in, text and speech out.
 
-class AudioModel {
- public:
-  // `model_dir`: a Hugging Face snapshot of LFM2.5-Audio-1.5B (config.json,
-  // model.safetensors or its sharded index, tokenizer.json,
-  // audio_detokenizer/). Everything is validated; a missing file or tensor is
-  // an error that names it.
-  static Result<std::shared_ptr<const AudioModel>> Load(const std::string& model_dir);
-  ~AudioModel();
-
-  int sample_rate() const;  // of the speech it produces (24000)
-  // Text of a token id (special tokens included), for display.
-  std::string TokenText(int32_t id) const;
-  // Whether `id` is a control token (<|im_end|>, <|audio_start|>, ...) that a
-  // transcript or a chat display leaves out.
-  bool IsSpecialToken(int32_t id) const;
-
-  const Lfm25AudioModel& impl() const { return *impl_; }
-
- private:
-  explicit AudioModel(std::unique_ptr<Lfm25AudioModel> impl);
-  std::unique_ptr<Lfm25AudioModel> impl_;
-};
+class AudioModel;
 
 // temperature ≤ 0 or top_k == 1: greedy (the first maximal logit).
 struct Sampling {
@@ -114,11 +102,21 @@ struct Sampling {
 struct GenerateOptions {
   GenerationMode mode = GenerationMode::kSequential;
   int max_new_tokens = 512;  // text tokens and audio frames together
-  Sampling text;             // official default: greedy
-  Sampling audio;            // official defaults: TTS 0.8 / 64, speech-to-speech 1.0 / 4
+  Sampling text;             // default: greedy
+  Sampling audio;            // default: greedy; see the presets below
+
+  // The model family's official settings for each task (for LFM2.5-Audio,
+  // the liquid-audio README's): text is greedy in all of them.
+  //   ForTts: sequential, audio temperature 0.8, top-k 64, 1024 items (~80 s).
+  //   ForSpeechToSpeech: interleaved, audio temperature 1.0, top-k 4, 512 items.
+  //   ForAsr: sequential, greedy, 512 items.
+  static GenerateOptions ForTts(const AudioModel& model);
+  static GenerateOptions ForSpeechToSpeech(const AudioModel& model);
+  static GenerateOptions ForAsr(const AudioModel& model);
 };
 
-// Streaming output. Any callback may be empty. A non-OK return stops generation.
+// Streaming output. Any callback may be empty. A non-OK return stops
+// generation; Generate then returns that status.
 struct OutputCallbacks {
   // A text token and the UTF-8 text it completes (may be empty while a
   // multi-byte character is still incomplete).
@@ -144,10 +142,50 @@ struct ConversationOptions {
   double max_clip_seconds = 60;  // the longest audio clip one AddAudio call takes
 };
 
-// The four LFM2.5-Audio TTS voices ("US male", "US female", "UK male", "UK female").
+// A speech/text model's weights, tokenizer and speech decoder. The family is
+// chosen from the files (config.json); today: LFM2.5-Audio. Immutable once
+// loaded; shared by any number of threads and conversations.
+class AudioModel {
+ public:
+  // `model_dir`: a Hugging Face snapshot as downloaded (for LFM2.5-Audio-1.5B:
+  // config.json, model.safetensors or its sharded index, tokenizer.json,
+  // audio_detokenizer/). Everything is validated; a missing file or tensor is
+  // an error that names it, a config of another family an error naming it.
+  static Result<std::shared_ptr<const AudioModel>> Load(const std::string& model_dir);
+  ~AudioModel();
+
+  std::string_view family() const;  // "LFM2.5-Audio"
+  int sample_rate() const;          // of the speech it produces (24000)
+  int num_codebooks() const;        // audio codes per frame (8)
+  int audio_vocab() const;          // valid audio codes are [0, audio_vocab()), end-of-audio included
+  int samples_per_frame() const;    // PCM samples one audio frame decodes to (1920 = 80 ms)
+  // The voices StartSpeech takes (LFM2.5-Audio: "US male", "US female",
+  // "UK male", "UK female"); the first of them is not the default, see
+  // default_voice().
+  const std::vector<std::string>& voices() const;
+  const std::string& default_voice() const;  // "US female"
+  // The system prompt StartChat uses when given none.
+  const std::string& default_system_prompt() const;
+  // Text of a token id (special tokens included), for display.
+  std::string TokenText(int32_t id) const;
+  // Whether `id` is a control token (<|im_end|>, <|audio_start|>, ...) that a
+  // transcript or a chat display leaves out.
+  bool IsSpecialToken(int32_t id) const;
+
+  struct Impl;  // library-internal
+
+ private:
+  friend class Conversation;
+  friend struct GenerateOptions;
+  explicit AudioModel(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// The four LFM2.5-Audio TTS voices; prefer AudioModel::voices().
 const std::vector<std::string>& Lfm25Voices();
 
-// One conversation: its history, caches and speech decoder.
+// One conversation: its history, caches and speech decoder. One thread at a
+// time; it keeps its model alive.
 class Conversation {
  public:
   static Result<std::unique_ptr<Conversation>> Create(std::shared_ptr<const AudioModel> model,
@@ -159,16 +197,42 @@ class Conversation {
   Status StartTurn(std::string_view role);  // <|im_start|>role\n
   Status AddText(std::string_view utf8);    // tokenized on its own
   Status AddTokens(std::span<const int32_t> ids);
-  Status AddAudioOut(std::span<const int32_t> frames);  // [frames, 8] codes of earlier speech
+  // [frames, num_codebooks] codes of earlier speech, each in [0, audio_vocab).
+  Status AddAudioOut(std::span<const int32_t> frames);
   // Speech in: an audio file (WAV, FLAC, Ogg/Vorbis, MP3; mixed to mono by
   // the mean of its channels, resampled to 16 kHz), or samples in memory
   // (interleaved [frames, channels] floats at `sample_rate`).
   Status AddAudioFile(const std::string& path);
   Status AddAudio(std::span<const float> samples, int sample_rate, int channels = 1);
   Status EndTurn();  // <|im_end|>\n
-  // The whole TTS prompt for `text` in `voice` (one of Lfm25Voices()),
-  // ending with the assistant's turn opening.
+
+  // Whole prompts, as the family's official examples build them.
+  // TTS: the prompt for `text` in `voice` (one of AudioModel::voices()),
+  // ending with the assistant's turn opening; then Generate with
+  // GenerateOptions::ForTts.
   Status StartSpeech(std::string_view voice, std::string_view text);
+  // ASR: begins the conversation with the official ASR system turn
+  // (LFM2.5-Audio: "Perform ASR.") and opens the user's turn. Then add the
+  // speech (AddAudioFile / AddAudio), EndTurn(), StartTurn("assistant") and
+  // Generate with GenerateOptions::ForAsr.
+  Status StartAsr();
+  // Chat: begins the conversation with a system turn holding `system`
+  // (empty: AudioModel::default_system_prompt()), closed. Then one
+  // StartTurn("user") ... EndTurn(), StartTurn("assistant"), Generate
+  // (GenerateOptions::ForSpeechToSpeech), EndTurn() per exchange.
+  Status StartChat(std::string_view system = {});
+
+  // A prompt as JSON: a list of segments, each an object with one key:
+  //   {"text": "..."}            tokenized on its own (AddText)
+  //   {"ids": [1, 6, ...]}       token ids (AddTokens)
+  //   {"audio_out": [[c0..c7], ...]}  frames of exactly num_codebooks codes
+  //                              in [0, audio_vocab) (AddAudioOut)
+  //   {"audio": "file.wav"}      speech in (AddAudioFile); a relative path is
+  //                              taken relative to `base_dir` (the file's
+  //                              folder for AddPromptFile)
+  // Anything else is an error naming the segment; segments before it stay added.
+  Status AddPromptJson(std::string_view json, const std::string& base_dir = ".");
+  Status AddPromptFile(const std::string& path);
 
   // Generates the assistant's output; each item is appended to the history.
   // Speech is decoded as it is produced when on_pcm is set; the decoder
@@ -177,14 +241,13 @@ class Conversation {
 
   void Reset();  // a new, empty conversation
 
+  const AudioModel& model() const;
+
+  struct Impl;  // library-internal
+
  private:
-  Conversation() = default;
-  std::shared_ptr<const AudioModel> model_;
-  std::unique_ptr<ThreadTeam> team_;
-  std::unique_ptr<Lfm25Session> session_;
-  std::unique_ptr<Lfm25DetokenizerSession> detok_;
-  std::vector<float> pcm_;
-  std::vector<int32_t> clamped_;
+  explicit Conversation(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
 };
 
 }  // namespace lfmvox

@@ -1,8 +1,10 @@
 // Errors as values. Library code never throws, exits or prints: every fallible
 // call returns Status or Result<T>, and the message says what to fix.
+//
+// Thread safety: Status and Result are plain values (copy or move them across
+// threads freely; one object is not for concurrent mutation).
 #pragma once
 
-#include <cstdio>
 #include <string>
 #include <utility>
 #include <variant>
@@ -18,7 +20,7 @@ enum class StatusCode {
   kUnimplemented,    // valid input this build does not support
   kInternal,         // a broken invariant inside lfmvox (a bug)
   kIo,               // the operating system refused (open, mmap, write)
-  kCancelled,        // the caller asked the call to stop (Cancel())
+  kCancelled,        // stopped on request: Cancel(), or a caller's callback
 };
 
 const char* StatusCodeName(StatusCode code);
@@ -45,9 +47,6 @@ class [[nodiscard]] Status {
   StatusCode code_ = StatusCode::kOk;
   std::string message_;
 };
-
-// printf-style message formatting for error construction.
-std::string StrFormat(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 
 inline Status InvalidArgument(std::string m) { return Status(StatusCode::kInvalidArgument, std::move(m)); }
 inline Status NotFound(std::string m) { return Status(StatusCode::kNotFound, std::move(m)); }
@@ -83,21 +82,3 @@ class [[nodiscard]] Result {
 };
 
 }  // namespace lfmvox
-
-#define LFM_CONCAT_INNER_(a, b) a##b
-#define LFM_CONCAT_(a, b) LFM_CONCAT_INNER_(a, b)
-
-#define LFM_RETURN_IF_ERROR(expr)              \
-  do {                                         \
-    ::lfmvox::Status lfm_status_ = (expr);     \
-    if (!lfm_status_.ok()) return lfm_status_; \
-  } while (0)
-
-#define LFM_ASSIGN_OR_RETURN_IMPL_(tmp, lhs, expr) \
-  auto tmp = (expr);                               \
-  if (!tmp.ok()) return tmp.status();              \
-  lhs = std::move(tmp).value()
-
-// LFM_ASSIGN_OR_RETURN(auto x, Foo()); returns Foo()'s status on error.
-#define LFM_ASSIGN_OR_RETURN(lhs, expr) \
-  LFM_ASSIGN_OR_RETURN_IMPL_(LFM_CONCAT_(lfm_result_, __LINE__), lhs, expr)

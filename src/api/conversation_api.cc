@@ -1,64 +1,87 @@
-// The public LFM2.5-Audio API: ownership wrappers over the pipeline, plus the
-// bridge from generated audio frames to the streaming detokenizer.
-#include <algorithm>
+// The public speech/text API: AudioModel and Conversation over the family
+// interface (family.h), plus the prompt-file parser.
 #include <cmath>
+#include <filesystem>
+#include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
+#include "api/family.h"
+#include "base/status.h"
 #include "io/audio_file.h"
+#include "io/file_util.h"
 #include "lfmvox/lfmvox.h"
-#include "models/lfm25_audio/session.h"
-#include "threading/thread_team.h"
 
 namespace lfmvox {
 
-AudioModel::AudioModel(std::unique_ptr<Lfm25AudioModel> impl) : impl_(std::move(impl)) {}
+struct AudioModel::Impl {
+  std::unique_ptr<FamilyModel> family;
+};
+
+struct Conversation::Impl {
+  std::shared_ptr<const AudioModel> model;
+  std::unique_ptr<FamilySession> session;
+};
+
+AudioModel::AudioModel(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 AudioModel::~AudioModel() = default;
 
 Result<std::shared_ptr<const AudioModel>> AudioModel::Load(const std::string& model_dir) {
-  LFM_ASSIGN_OR_RETURN(std::unique_ptr<Lfm25AudioModel> m, Lfm25AudioModel::Load(model_dir));
-  return std::shared_ptr<const AudioModel>(new AudioModel(std::move(m)));
+  auto impl = std::make_unique<Impl>();
+  LFM_ASSIGN_OR_RETURN(impl->family, LoadFamily(model_dir));
+  return std::shared_ptr<const AudioModel>(new AudioModel(std::move(impl)));
 }
 
-int AudioModel::sample_rate() const { return impl_->detokenizer()->config().sample_rate; }
+std::string_view AudioModel::family() const { return impl_->family->family(); }
+int AudioModel::sample_rate() const { return impl_->family->sample_rate(); }
+int AudioModel::num_codebooks() const { return impl_->family->num_codebooks(); }
+int AudioModel::audio_vocab() const { return impl_->family->audio_vocab(); }
+int AudioModel::samples_per_frame() const { return impl_->family->samples_per_frame(); }
+const std::vector<std::string>& AudioModel::voices() const { return impl_->family->voices(); }
+const std::string& AudioModel::default_voice() const { return impl_->family->default_voice(); }
+const std::string& AudioModel::default_system_prompt() const {
+  return impl_->family->default_system_prompt();
+}
+std::string AudioModel::TokenText(int32_t id) const { return impl_->family->TokenText(id); }
+bool AudioModel::IsSpecialToken(int32_t id) const { return impl_->family->IsSpecialToken(id); }
 
-std::string AudioModel::TokenText(int32_t id) const { return impl_->tokenizer().Decode({&id, 1}); }
+GenerateOptions GenerateOptions::ForTts(const AudioModel& model) {
+  return model.impl_->family->Preset(Task::kTts);
+}
+GenerateOptions GenerateOptions::ForSpeechToSpeech(const AudioModel& model) {
+  return model.impl_->family->Preset(Task::kSpeechToSpeech);
+}
+GenerateOptions GenerateOptions::ForAsr(const AudioModel& model) {
+  return model.impl_->family->Preset(Task::kAsr);
+}
 
-bool AudioModel::IsSpecialToken(int32_t id) const { return impl_->tokenizer().IsSpecialToken(id); }
-
-const std::vector<std::string>& Lfm25Voices() { return Lfm25TtsVoices(); }
-
+Conversation::Conversation(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Conversation::~Conversation() = default;
 
 Result<std::unique_ptr<Conversation>> Conversation::Create(std::shared_ptr<const AudioModel> model,
                                                            const ConversationOptions& options) {
   if (model == nullptr) return InvalidArgument("Conversation::Create needs a loaded model");
   if (options.threads < 1 || options.threads > 256) return InvalidArgument("threads must be in [1, 256]");
-  auto c = std::unique_ptr<Conversation>(new Conversation());
-  SessionOptions so;
-  so.threads = options.threads;
-  so.context = options.context;
-  so.seed = options.seed;
-  so.max_clip_seconds = options.max_clip_seconds;
-  LFM_ASSIGN_OR_RETURN(c->session_, Lfm25Session::Create(model->impl(), so));
-  const Lfm25Detokenizer* detok = model->impl().detokenizer();
-  LFM_ASSIGN_OR_RETURN(c->detok_, Lfm25DetokenizerSession::Create(*detok, 1, options.threads));
-  c->pcm_.resize(static_cast<size_t>(detok->config().samples_per_frame()));
-  c->clamped_.resize(static_cast<size_t>(detok->config().num_codebooks));
-  c->team_ = std::make_unique<ThreadTeam>(options.threads);
-  c->model_ = std::move(model);
-  return c;
+  auto impl = std::make_unique<Impl>();
+  LFM_ASSIGN_OR_RETURN(impl->session, model->impl_->family->CreateSession(options));
+  impl->model = std::move(model);
+  return std::unique_ptr<Conversation>(new Conversation(std::move(impl)));
 }
 
-Status Conversation::Begin() { return session_->StartConversation(); }
-Status Conversation::StartTurn(std::string_view role) { return session_->StartTurn(role); }
-Status Conversation::AddText(std::string_view utf8) { return session_->AppendText(utf8); }
-Status Conversation::AddTokens(std::span<const int32_t> ids) { return session_->AppendTokens(ids); }
-Status Conversation::AddAudioOut(std::span<const int32_t> frames) { return session_->AppendAudioOut(frames); }
-Status Conversation::EndTurn() { return session_->EndTurn(); }
+const AudioModel& Conversation::model() const { return *impl_->model; }
+
+Status Conversation::Begin() { return impl_->session->Begin(); }
+Status Conversation::StartTurn(std::string_view role) { return impl_->session->StartTurn(role); }
+Status Conversation::AddText(std::string_view utf8) { return impl_->session->AddText(utf8); }
+Status Conversation::AddTokens(std::span<const int32_t> ids) { return impl_->session->AddTokens(ids); }
+Status Conversation::AddAudioOut(std::span<const int32_t> frames) {
+  return impl_->session->AddAudioOut(frames);
+}
+Status Conversation::EndTurn() { return impl_->session->EndTurn(); }
 
 Status Conversation::AddAudioFile(const std::string& path) {
   LFM_ASSIGN_OR_RETURN(AudioBuffer audio, ReadAudioFile(path));
-  return session_->AppendAudio(audio, *team_).WithContext(path);
+  return impl_->session->AddAudio(audio).WithContext(path);
 }
 
 Status Conversation::AddAudio(std::span<const float> samples, int sample_rate, int channels) {
@@ -77,96 +100,122 @@ Status Conversation::AddAudio(std::span<const float> samples, int sample_rate, i
   audio.sample_rate = sample_rate;
   audio.channels = channels;
   audio.samples.assign(samples.begin(), samples.end());
-  return session_->AppendAudio(audio, *team_);
-}
-void Conversation::Reset() {
-  session_->Reset();
-  detok_->Reset();
+  return impl_->session->AddAudio(audio);
 }
 
 Status Conversation::StartSpeech(std::string_view voice, std::string_view text) {
-  return session_->AppendTtsPrompt(voice, text);
+  return impl_->session->StartSpeech(voice, text);
 }
+
+Status Conversation::StartAsr() { return impl_->session->StartAsr(); }
+
+Status Conversation::StartChat(std::string_view system) {
+  if (system.empty()) system = impl_->model->default_system_prompt();
+  LFM_RETURN_IF_ERROR(Begin());
+  LFM_RETURN_IF_ERROR(StartTurn("system"));
+  LFM_RETURN_IF_ERROR(AddText(system));
+  return EndTurn();
+}
+
+Result<GenerateSummary> Conversation::Generate(const GenerateOptions& options, const OutputCallbacks& out) {
+  if (options.max_new_tokens < 0) return InvalidArgument("max_new_tokens must not be negative");
+  return impl_->session->Generate(options, out);
+}
+
+void Conversation::Reset() { impl_->session->Reset(); }
+
+// ---------------------------------------------------------------------------
+// Prompt files.
 
 namespace {
 
-// Turns generated items into the caller's callbacks, decoding speech on the way.
-class Bridge final : public GenerationSink {
- public:
-  Bridge(const Tokenizer& tok, const OutputCallbacks& out, Lfm25DetokenizerSession* detok, ThreadTeam& team,
-         std::vector<float>& pcm, std::vector<int32_t>& clamped, int codebook_size)
-      : text_(tok),
-        out_(out),
-        detok_(detok),
-        team_(team),
-        pcm_(pcm),
-        clamped_(clamped),
-        codebook_size_(codebook_size) {
-    piece_.reserve(256);
+// A JSON integer in [lo, hi], or false.
+bool IntIn(const nlohmann::json& x, int64_t lo, int64_t hi, int32_t* out) {
+  if (!x.is_number_integer()) return false;
+  if (x.is_number_unsigned()) {
+    const uint64_t u = x.get<uint64_t>();
+    if (u > static_cast<uint64_t>(hi)) return false;
+    *out = static_cast<int32_t>(u);
+    return static_cast<int64_t>(u) >= lo;
   }
-
-  Status OnText(int32_t id) override {
-    if (!out_.on_text) return Status::Ok();
-    piece_.clear();
-    text_.Push(id, &piece_);
-    return out_.on_text(id, piece_);
-  }
-
-  Status OnAudioFrame(std::span<const int32_t> codes, bool end_of_audio) override {
-    if (out_.on_audio_frame) LFM_RETURN_IF_ERROR(out_.on_audio_frame(codes, end_of_audio));
-    if (!out_.on_pcm) return Status::Ok();
-    if (end_of_audio) return FlushSpeech();
-    // A non-final frame may still carry the end-of-audio code on codebooks
-    // 1..7; the detokenizer has no row for it (liquid-audio's decode would
-    // raise). Like the ONNX port, decode it as the last real code.
-    for (size_t k = 0; k < codes.size(); ++k) clamped_[k] = std::min(codes[k], codebook_size_ - 1);
-    LFM_ASSIGN_OR_RETURN(const size_t n, detok_->Decode(clamped_, pcm_, team_));
-    samples_ += n;
-    return n ? out_.on_pcm({pcm_.data(), n}) : Status::Ok();
-  }
-
-  // Ends the current stretch of speech: the detokenizer's tail, then a fresh stream.
-  Status FlushSpeech() {
-    if (!out_.on_pcm || detok_->frames_decoded() == 0) return Status::Ok();
-    LFM_ASSIGN_OR_RETURN(const size_t n, detok_->Flush(pcm_));
-    samples_ += n;
-    return n ? out_.on_pcm({pcm_.data(), n}) : Status::Ok();
-  }
-
-  size_t samples() const { return samples_; }
-
- private:
-  Tokenizer::StreamDecoder text_;
-  const OutputCallbacks& out_;
-  Lfm25DetokenizerSession* detok_;
-  ThreadTeam& team_;
-  std::vector<float>& pcm_;
-  std::vector<int32_t>& clamped_;
-  int codebook_size_;
-  std::string piece_;
-  size_t samples_ = 0;
-};
+  const int64_t v = x.get<int64_t>();
+  if (v < lo || v > hi) return false;
+  *out = static_cast<int32_t>(v);
+  return true;
+}
 
 }  // namespace
 
-Result<GenerateSummary> Conversation::Generate(const GenerateOptions& options, const OutputCallbacks& out) {
-  GenerationOptions o;
-  o.mode = options.mode;
-  o.max_new_tokens = options.max_new_tokens;
-  o.text = SamplingParams{options.text.temperature, options.text.top_k, 1.0f, 0};
-  o.audio = SamplingParams{options.audio.temperature, options.audio.top_k, 1.0f, 0};
-  detok_->Reset();  // every assistant turn starts a fresh speech stream
-  Bridge bridge(model_->impl().tokenizer(), out, detok_.get(), *team_, pcm_, clamped_,
-                model_->impl().detokenizer()->config().codebook_size);
-  LFM_ASSIGN_OR_RETURN(GenerationResult r, session_->Generate(o, bridge, *team_));
-  LFM_RETURN_IF_ERROR(bridge.FlushSpeech());
-  GenerateSummary s;
-  s.text_tokens = r.text_tokens;
-  s.audio_frames = r.audio_frames;
-  s.pcm_samples = bridge.samples();
-  s.ended = r.ended;
-  s.context_full = r.context_full;
-  return s;
+Status Conversation::AddPromptJson(std::string_view text, const std::string& base_dir) {
+  const nlohmann::json j = nlohmann::json::parse(text.begin(), text.end(), nullptr, false);
+  if (j.is_discarded()) return InvalidArgument("the prompt is not valid JSON");
+  if (!j.is_array())
+    return InvalidArgument("the prompt must be a JSON list of segments like {\"text\": \"...\"}");
+  const int C = impl_->model->num_codebooks();
+  const int vocab = impl_->model->audio_vocab();
+  std::vector<int32_t> v;
+  for (size_t i = 0; i < j.size(); ++i) {
+    const nlohmann::json& seg = j[i];
+    const std::string where = "segment " + std::to_string(i);
+    if (!seg.is_object() || seg.size() != 1) {
+      return InvalidArgument(where +
+                             ": each segment is an object with one key: text, ids, audio_out or audio");
+    }
+    const std::string& key = seg.begin().key();
+    const nlohmann::json& val = seg.begin().value();
+    v.clear();
+    if (key == "text") {
+      if (!val.is_string()) return InvalidArgument(where + ": \"text\" must be a string");
+      LFM_RETURN_IF_ERROR(AddText(val.get<std::string>()).WithContext(where));
+    } else if (key == "ids") {
+      if (!val.is_array()) return InvalidArgument(where + ": \"ids\" must be a list of token ids");
+      for (size_t k = 0; k < val.size(); ++k) {
+        int32_t id;
+        if (!IntIn(val[k], 0, INT32_MAX, &id)) {
+          return InvalidArgument(StrFormat("%s: \"ids\" entry %zu is %s, not a non-negative integer",
+                                           where.c_str(), k, val[k].dump().c_str()));
+        }
+        v.push_back(id);
+      }
+      LFM_RETURN_IF_ERROR(AddTokens(v).WithContext(where));
+    } else if (key == "audio_out") {
+      if (!val.is_array())
+        return InvalidArgument(where + ": \"audio_out\" must be a list of frames of codes");
+      for (size_t f = 0; f < val.size(); ++f) {
+        const nlohmann::json& frame = val[f];
+        if (!frame.is_array() || frame.size() != static_cast<size_t>(C)) {
+          return InvalidArgument(StrFormat("%s: \"audio_out\" frame %zu must be a list of exactly %d codes",
+                                           where.c_str(), f, C));
+        }
+        for (size_t k = 0; k < frame.size(); ++k) {
+          int32_t code;
+          if (!IntIn(frame[k], 0, vocab - 1, &code)) {
+            return InvalidArgument(
+                StrFormat("%s: \"audio_out\" frame %zu code %zu is %s, not an integer in [0, %d)",
+                          where.c_str(), f, k, frame[k].dump().c_str(), vocab));
+          }
+          v.push_back(code);
+        }
+      }
+      LFM_RETURN_IF_ERROR(AddAudioOut(v).WithContext(where));
+    } else if (key == "audio") {
+      if (!val.is_string()) return InvalidArgument(where + ": \"audio\" must be a file name");
+      std::filesystem::path file(val.get<std::string>());
+      if (file.is_relative()) file = std::filesystem::path(base_dir) / file;
+      LFM_RETURN_IF_ERROR(AddAudioFile(file.string()).WithContext(where));
+    } else {
+      return InvalidArgument(where + ": unknown segment key \"" + key + "\" (text, ids, audio_out or audio)");
+    }
+  }
+  return Status::Ok();
+}
+
+Status Conversation::AddPromptFile(const std::string& path) {
+  // A prompt is text and code lists; 64 MiB bounds a wrong path (a device, a huge file).
+  LFM_ASSIGN_OR_RETURN(const std::string text, ReadFileToString(path, uint64_t{64} << 20));
+  std::string dir = std::filesystem::path(path).parent_path().string();
+  if (dir.empty()) dir = ".";
+  return AddPromptJson(text, dir).WithContext(path);
 }
 
 }  // namespace lfmvox

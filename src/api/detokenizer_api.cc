@@ -1,44 +1,62 @@
 // The public detokenizer API: thin ownership wrappers over the model code.
+#include "base/status.h"
 #include "lfmvox/lfmvox.h"
 #include "models/lfm25_audio/detokenizer.h"
 #include "threading/thread_team.h"
 
 namespace lfmvox {
 
-DetokenizerModel::DetokenizerModel(std::unique_ptr<Lfm25Detokenizer> impl) : impl_(std::move(impl)) {}
+struct DetokenizerModel::Impl {
+  std::unique_ptr<Lfm25Detokenizer> detok;
+};
+
+struct DetokenizerStream::Impl {
+  std::shared_ptr<const DetokenizerModel> model;
+  std::unique_ptr<ThreadTeam> team;
+  std::unique_ptr<Lfm25DetokenizerSession> session;
+};
+
+DetokenizerModel::DetokenizerModel(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 DetokenizerModel::~DetokenizerModel() = default;
 
 Result<std::shared_ptr<const DetokenizerModel>> DetokenizerModel::Load(const std::string& model_dir) {
-  LFM_ASSIGN_OR_RETURN(std::unique_ptr<Lfm25Detokenizer> m, Lfm25Detokenizer::Load(model_dir));
-  return std::shared_ptr<const DetokenizerModel>(new DetokenizerModel(std::move(m)));
+  auto impl = std::make_unique<Impl>();
+  LFM_ASSIGN_OR_RETURN(impl->detok, Lfm25Detokenizer::Load(model_dir));
+  return std::shared_ptr<const DetokenizerModel>(new DetokenizerModel(std::move(impl)));
 }
 
-int DetokenizerModel::sample_rate() const { return impl_->config().sample_rate; }
-int DetokenizerModel::num_codebooks() const { return impl_->config().num_codebooks; }
-int DetokenizerModel::codebook_size() const { return impl_->config().codebook_size; }
-int DetokenizerModel::samples_per_frame() const { return impl_->config().samples_per_frame(); }
-int DetokenizerModel::tail_samples() const { return (impl_->config().n_fft - impl_->config().hop) / 2; }
+int DetokenizerModel::sample_rate() const { return impl_->detok->config().sample_rate; }
+int DetokenizerModel::num_codebooks() const { return impl_->detok->config().num_codebooks; }
+int DetokenizerModel::codebook_size() const { return impl_->detok->config().codebook_size; }
+int DetokenizerModel::samples_per_frame() const { return impl_->detok->config().samples_per_frame(); }
+int DetokenizerModel::tail_samples() const {
+  return (impl_->detok->config().n_fft - impl_->detok->config().hop) / 2;
+}
 
+DetokenizerStream::DetokenizerStream(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 DetokenizerStream::~DetokenizerStream() = default;
 
 Result<std::unique_ptr<DetokenizerStream>> DetokenizerStream::Create(
     std::shared_ptr<const DetokenizerModel> model, const StreamOptions& options) {
   if (model == nullptr) return InvalidArgument("DetokenizerStream::Create needs a loaded model");
   if (options.threads < 1 || options.threads > 256) return InvalidArgument("threads must be in [1, 256]");
-  auto s = std::unique_ptr<DetokenizerStream>(new DetokenizerStream());
-  LFM_ASSIGN_OR_RETURN(s->session_, Lfm25DetokenizerSession::Create(
-                                        model->impl(), options.max_frames_per_call, options.threads));
-  s->team_ = std::make_unique<ThreadTeam>(options.threads);
-  s->model_ = std::move(model);
-  return s;
+  auto impl = std::make_unique<Impl>();
+  LFM_ASSIGN_OR_RETURN(
+      impl->session,
+      Lfm25DetokenizerSession::Create(*model->impl_->detok, options.max_frames_per_call, options.threads));
+  impl->team = std::make_unique<ThreadTeam>(options.threads);
+  impl->model = std::move(model);
+  return std::unique_ptr<DetokenizerStream>(new DetokenizerStream(std::move(impl)));
 }
+
+const DetokenizerModel& DetokenizerStream::model() const { return *impl_->model; }
 
 Result<size_t> DetokenizerStream::Push(std::span<const int32_t> codes, std::span<float> pcm) {
-  return session_->Decode(codes, pcm, *team_);
+  return impl_->session->Decode(codes, pcm, *impl_->team);
 }
 
-Result<size_t> DetokenizerStream::Flush(std::span<float> pcm) { return session_->Flush(pcm); }
+Result<size_t> DetokenizerStream::Flush(std::span<float> pcm) { return impl_->session->Flush(pcm); }
 
-void DetokenizerStream::Reset() { session_->Reset(); }
+void DetokenizerStream::Reset() { impl_->session->Reset(); }
 
 }  // namespace lfmvox

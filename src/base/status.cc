@@ -1,6 +1,7 @@
-#include "lfmvox/status.h"
+#include "base/status.h"
 
 #include <cstdarg>
+#include <cstdio>
 #include <vector>
 
 namespace lfmvox {
