@@ -71,17 +71,19 @@ constexpr int64_t kWorkerSpinNs = 50'000;
 // that was preempted gets the core back instead of competing with a spinner.
 constexpr int64_t kCallerSpinNs = 30'000;
 
-// Degradation (NoteWait): a dispatch stalls when the caller waited more than
-// kStallNs for workers and longer than their tasks would have taken it
-// inline. Each stall adds kStallWeight to a score, each other dispatch takes
-// 1 away; at kDegradeScore (three stalls close together) the team runs
-// inline for an inline period, doubled (up to kMaxBackoffNs) when it stalls
-// again within kRelapseDispatches of the last probe, else kMinBackoffNs.
-constexpr int64_t kStallNs = 150'000;
-constexpr int kStallWeight = 16;
-constexpr int kDegradeScore = 3 * kStallWeight;
+// Degradation (NoteWait): each dispatch the caller estimates the time the
+// workers saved it: what their tasks would have cost it inline, at its own
+// pace per task, less the time it waited for them and spent waking them
+// (negative when a preempted worker held a task). The sum, capped at
+// kCreditCapNs so that old gains do not hide a new loss, going below
+// -kDebtLimitNs (the workers lost it 1 to 6 ms net, e.g. two or three waits of
+// a scheduler slice) makes the team run inline
+// for an inline period: kMinBackoffNs, doubled up to kMaxBackoffNs when it
+// degrades again within kRelapseDispatches of the last probe.
+constexpr int64_t kCreditCapNs = 5'000'000;
+constexpr int64_t kDebtLimitNs = 1'000'000;
 constexpr int64_t kMinBackoffNs = 4'000'000;
-constexpr int64_t kMaxBackoffNs = 512'000'000;
+constexpr int64_t kMaxBackoffNs = 128'000'000;
 constexpr uint32_t kRelapseDispatches = 256;
 
 int64_t NowNs() {
@@ -175,16 +177,21 @@ void ThreadTeam::DispatchSlice(size_t base, size_t count) {
   const uint64_t epoch = ((claim_.load(std::memory_order_relaxed) >> kEpochShift) + 1) & 0xffff;
   const int64_t t0 = NowNs();
   claim_.store(epoch << kEpochShift | count, std::memory_order_seq_cst);
+  // Waking sleepers is a cost of going parallel (a syscall, and an IPI to a
+  // halted CPU): NoteWait counts it with the waiting, not as the caller's work.
+  int64_t wake_ns = 0;
   if (sleepers_.load(std::memory_order_seq_cst) != 0) {
     wake_seq_.fetch_add(1, std::memory_order_seq_cst);
     FutexWake(&wake_seq_, static_cast<int>(std::min<size_t>(count - 1, static_cast<size_t>(size_ - 1))));
+    wake_ns = NowNs() - t0;
   }
   const uint32_t own = Drain(0);
+  const int64_t t1 = NowNs();
   // Every task is claimed now; wait only for those a worker is running.
   const uint32_t target = static_cast<uint32_t>(count) - own;
-  if (done_.load(std::memory_order_acquire) == target)
-    return NoteWait(0, 0, own, static_cast<uint32_t>(count));
-  const int64_t t1 = NowNs();
+  if (done_.load(std::memory_order_acquire) == target) {
+    return NoteWait(t1 - t0 - wake_ns, wake_ns, own, static_cast<uint32_t>(count));
+  }
   const int64_t spin_until = t1 + kCallerSpinNs;
   bool finished = false;
   for (int i = 1;; ++i) {
@@ -204,21 +211,17 @@ void ThreadTeam::DispatchSlice(size_t base, size_t count) {
     }
     caller_waiting_.store(0, std::memory_order_relaxed);
   }
-  NoteWait(t1 - t0, NowNs() - t1, own, static_cast<uint32_t>(count));
+  NoteWait(t1 - t0 - wake_ns, NowNs() - t1 + wake_ns, own, static_cast<uint32_t>(count));
 }
 
 void ThreadTeam::NoteWait(int64_t work_ns, int64_t wait_ns, uint32_t own_tasks, uint32_t count) {
   ++dispatches_since_probe_;
-  // What the workers' tasks would have cost the caller inline, at its own pace.
-  const uint32_t theirs = count - own_tasks;
-  const int64_t inline_cost = own_tasks > 0 ? work_ns / own_tasks * theirs : wait_ns;
-  if (wait_ns > kStallNs && wait_ns > inline_cost) {
-    stall_score_ += kStallWeight;
-  } else if (stall_score_ > 0) {
-    --stall_score_;
-  }
-  if (stall_score_ < kDegradeScore) return;
-  stall_score_ = 0;
+  // Without a task of its own the caller has no pace to compare with: no verdict.
+  if (own_tasks == 0) return;
+  const int64_t inline_cost = work_ns / own_tasks * (count - own_tasks);
+  balance_ns_ = std::min(balance_ns_ + inline_cost - wait_ns, kCreditCapNs);
+  if (balance_ns_ > -kDebtLimitNs) return;
+  balance_ns_ = 0;
   const bool relapse = backoff_ns_ != 0 && dispatches_since_probe_ <= kRelapseDispatches;
   backoff_ns_ = relapse ? std::min(2 * backoff_ns_, kMaxBackoffNs) : kMinBackoffNs;
   inline_until_ns_ = NowNs() + backoff_ns_;

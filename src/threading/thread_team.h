@@ -126,9 +126,9 @@ class ThreadTeam {
   std::atomic<bool> stop_{false};
 
   // Degradation state, touched only by the calling thread (see NoteWait).
-  alignas(64) int stall_score_ = 0;
-  int64_t inline_until_ns_ = 0;  // run inline until this steady-clock time; 0: not degraded
-  int64_t backoff_ns_ = 0;       // the next inline period
+  alignas(64) int64_t balance_ns_ = 0;  // time the workers saved the caller, net
+  int64_t inline_until_ns_ = 0;         // run inline until this steady-clock time; 0: not degraded
+  int64_t backoff_ns_ = 0;              // the next inline period
   uint32_t dispatches_since_probe_ = 0;
 };
 

@@ -86,6 +86,9 @@ TEST(ThreadTeam, ParallelForChunksAlignedDisjointCovering) {
         for (size_t n : {1u, 2u, 7u, 8u, 9u, 63u, 64u, 65u, 100u, 1000u, 1282u, 4096u, 8192u, 10007u}) {
           std::mutex mu;
           std::vector<std::pair<size_t, size_t>> chunks;
+          // A team that degraded (a worker was preempted on a loaded machine)
+          // may run the range inline as one chunk; one that did not, never.
+          const bool may_run_inline = team.degraded();
           team.ParallelFor(n, align, min_chunk, [&](size_t b, size_t e) {
             std::lock_guard<std::mutex> lock(mu);
             chunks.emplace_back(b, e);
@@ -100,7 +103,7 @@ TEST(ThreadTeam, ParallelForChunksAlignedDisjointCovering) {
             expect_begin = e;
           }
           ASSERT_EQ(expect_begin, n);
-          if (threads > 1) {
+          if (threads > 1 && !(may_run_inline && chunks.size() == 1)) {
             const size_t chunk = team.ChunkSize(n, align, min_chunk);
             EXPECT_EQ(chunk % align, 0u);
             EXPECT_GE(chunk, min_chunk);
