@@ -52,11 +52,14 @@ class ThreadTeam {
     Dispatch(num_tasks, &Trampoline<F>, &fn);
   }
 
-  // Splits [0, n) into contiguous, disjoint chunks whose bounds are multiples
-  // of `align` (but the last end, n) and calls fn(begin, end) for each. There
-  // are about kChunksPerThread chunks per thread, none shorter than
-  // `min_chunk` (rounded up to `align`) but the last; inline (size 1, or
-  // while the team runs inline) it is one call fn(0, n). Does not allocate.
+  // Splits [0, n) into contiguous, disjoint chunks and calls fn(begin, end)
+  // for each: every begin is a multiple of `align` and the last end is n.
+  // About kChunksPerThread chunks per thread, so that a thread that runs takes
+  // the share of one that does not; none shorter than `min_chunk` (rounded up
+  // to `align`, default `align`) but the last, so that kernel tiles stay
+  // whole and long. Inline (size 1, or while the team runs inline) it is one
+  // call fn(0, n). fn must give the same results for any split (it must not
+  // split a reduction across chunks). Does not allocate.
   template <typename F>
   void ParallelFor(size_t n, size_t align, size_t min_chunk, F&& fn) {
     if (n == 0) return;
@@ -82,7 +85,8 @@ class ThreadTeam {
 
   static constexpr size_t kChunksPerThread = 4;
 
-  // While the team runs work inline after repeated long waits (tests, benchmarks).
+  // True while the team runs work inline after workers cost the caller more
+  // than they saved (see NoteWait in thread_team.cc); for tests and benchmarks.
   bool degraded() const { return inline_until_ns_ != 0; }
 
  private:
