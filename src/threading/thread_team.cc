@@ -72,15 +72,16 @@ constexpr int64_t kWorkerSpinNs = 50'000;
 constexpr int64_t kCallerSpinNs = 30'000;
 
 // Degradation (NoteWait): each dispatch the caller estimates the time the
-// workers saved it: what their tasks would have cost it inline, at its own
-// pace per task, less the time it waited for them and spent waking them
-// (negative when a preempted worker held a task). The sum, capped at
-// kCreditCapNs so that old gains do not hide a new loss, going below
-// -kDebtLimitNs (the workers lost it 1 to 6 ms net, e.g. two or three waits of
-// a scheduler slice) makes the team run inline
-// for an inline period: kMinBackoffNs, doubled up to kMaxBackoffNs when it
-// degrades again within kRelapseDispatches of the last probe.
-constexpr int64_t kCreditCapNs = 5'000'000;
+// workers saved it: half of what their tasks would have cost it inline, at its
+// own pace per task, less the time it waited for them and spent waking them
+// (negative when a preempted worker held a task). The sum is capped at
+// kCreditCapNs, so old gains cannot hide a new loss; when it goes below
+// -kDebtLimitNs (the workers lost 1 to 3 ms net: one wait of a scheduler
+// slice, or several shorter ones) the team runs inline for kMinBackoffNs,
+// doubled up to kMaxBackoffNs when it degrades again within
+// kRelapseDispatches of the last probe. A dispatch's own credit and wait are
+// summed before the cap, so one big dispatch judges itself.
+constexpr int64_t kCreditCapNs = 2'000'000;
 constexpr int64_t kDebtLimitNs = 1'000'000;
 constexpr int64_t kMinBackoffNs = 4'000'000;
 constexpr int64_t kMaxBackoffNs = 128'000'000;
@@ -219,7 +220,10 @@ void ThreadTeam::NoteWait(int64_t work_ns, int64_t wait_ns, uint32_t own_tasks, 
   // Without a task of its own the caller has no pace to compare with: no verdict.
   if (own_tasks == 0) return;
   const int64_t inline_cost = work_ns / own_tasks * (count - own_tasks);
-  balance_ns_ = std::min(balance_ns_ + inline_cost - wait_ns, kCreditCapNs);
+  // Half credit: the caller's pace next to a running worker (sharing memory
+  // bandwidth) overstates what inline work would cost, and the rule should
+  // keep workers only where they clearly win.
+  balance_ns_ = std::min(balance_ns_ + inline_cost / 2 - wait_ns, kCreditCapNs);
   if (balance_ns_ > -kDebtLimitNs) return;
   balance_ns_ = 0;
   const bool relapse = backoff_ns_ != 0 && dispatches_since_probe_ <= kRelapseDispatches;
