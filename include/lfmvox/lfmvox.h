@@ -33,6 +33,47 @@ namespace lfmvox {
 
 // The LFM2.5-Audio detokenizer: audio codes (8 per 80 ms frame) → 24 kHz PCM.
 // Immutable once loaded; shared by any number of threads and streams.
+// ---------------------------------------------------------------------------
+// The engine: one thread pool and the scratch of one step, created once and
+// shared by every conversation and stream that uses it. Conversations of one
+// engine are advanced together: Engine::Step runs one batched step for all of
+// them (their backbone rows, text heads and audio frames in shared passes);
+// the output of each is bit-identical to running it alone.
+// Thread safety: an Engine may be used from any number of threads; its steps
+// run one at a time (a Conversation::Generate in one thread and another in a
+// second thread interleave step by step).
+
+struct EngineOptions {
+  int threads = 1;               // the pool, the calling thread included
+  size_t max_batch = 8;          // conversations one Step takes at once
+  size_t prefill_rows = 128;     // backbone rows one pass takes over all conversations
+  double max_clip_seconds = 60;  // the longest audio clip AddAudio takes (sizes the encoder's scratch)
+};
+
+class Conversation;
+
+class Engine {
+ public:
+  static Result<std::shared_ptr<Engine>> Create(const EngineOptions& options = {});
+  ~Engine();
+  const EngineOptions& options() const;
+
+  // Advances every given conversation that is generating (BeginGenerate) by
+  // one item — a text token or an audio frame, delivered to its callbacks —
+  // in one batched step per model, and returns how many are still
+  // generating. Conversations not generating are skipped. Each must have been
+  // created on this engine.
+  Result<size_t> Step(std::span<Conversation* const> conversations);
+
+  struct Impl;  // library-internal
+
+ private:
+  friend class Conversation;
+  friend class DetokenizerStream;
+  explicit Engine(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
 class DetokenizerModel {
  public:
   // `model_dir`: the model directory as downloaded (holding
@@ -55,8 +96,9 @@ class DetokenizerModel {
 };
 
 struct StreamOptions {
-  int threads = 1;                 // the stream's thread team (the caller is one of them)
-  size_t max_frames_per_call = 1;  // frames one Push decodes in a single pass
+  int threads = 1;                 // without an engine: the stream's own pool (the caller is one of them)
+  size_t max_frames_per_call = 1;  // frames one Step decodes in a single pass
+  std::shared_ptr<Engine> engine;  // the engine whose pool runs the stream; null: a private one
 };
 
 // One audio stream (a turn of speech). Push frames as they are produced; the
@@ -73,7 +115,8 @@ class DetokenizerStream {
   // codes: frame-major [frames, num_codebooks]. pcm must hold
   // frames·samples_per_frame() floats. Returns the samples written (the first
   // frame of a stream yields tail_samples() fewer).
-  Result<size_t> Push(std::span<const int32_t> codes, std::span<float> pcm);
+  Result<size_t> Step(std::span<const int32_t> codes, std::span<float> pcm);
+  Result<size_t> Push(std::span<const int32_t> codes, std::span<float> pcm) { return Step(codes, pcm); }
   // Writes the last tail_samples() samples and ends the stream.
   Result<size_t> Flush(std::span<float> pcm);
   // Starts a new stream, as if freshly created.
@@ -133,13 +176,17 @@ struct GenerateSummary {
   size_t pcm_samples = 0;
   bool ended = false;         // the model closed its turn
   bool context_full = false;  // stopped for lack of context
+  bool cancelled = false;     // stopped by Cancel()
 };
 
 struct ConversationOptions {
-  int threads = 1;
+  int threads = 1;               // without an engine: the threads of its private engine
   size_t context = 4096;         // positions kept (text tokens, audio frames in and out)
   uint64_t seed = 0;             // sampling seed: the same seed gives the same output
-  double max_clip_seconds = 60;  // the longest audio clip one AddAudio call takes
+  double max_clip_seconds = 60;  // without an engine: the longest audio clip one AddAudio call takes
+  // The engine that runs this conversation (and batches it with the engine's
+  // others); null: a private engine of `threads` threads.
+  std::shared_ptr<Engine> engine;
 };
 
 // A speech/text model's weights, tokenizer and speech decoder. The family is
@@ -176,6 +223,7 @@ class AudioModel {
 
  private:
   friend class Conversation;
+  friend class Engine;
   friend struct GenerateOptions;
   explicit AudioModel(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
@@ -239,6 +287,26 @@ class Conversation {
   // starts fresh at every call.
   Result<GenerateSummary> Generate(const GenerateOptions& options, const OutputCallbacks& out);
 
+  // The same, step by step, for a caller that batches conversations (a
+  // server): BeginGenerate arms the generation, each Engine::Step advances it
+  // by one item, and FinishGenerate (once generating() is false, or to stop
+  // early) flushes the speech decoder and returns the summary. `out` is copied.
+  Status BeginGenerate(const GenerateOptions& options, const OutputCallbacks& out);
+  bool generating() const;
+  Result<GenerateSummary> FinishGenerate();
+
+  // Thread-safe: asks a running Generate, AddAudio or step to stop at its next
+  // check (between encoder layers, backbone passes and items). A generation
+  // stops with summary.cancelled; AddAudio returns a kCancelled status.
+  void Cancel();
+
+  // Barge-in: keeps only the first `samples` PCM samples' worth of the speech
+  // the last Generate produced (whole 80 ms frames, rounded up) and drops
+  // everything generated after them, so the model remembers only what the
+  // listener heard. More samples than were produced is an error. Then EndTurn
+  // closes the turn as usual.
+  Status TruncateSpeech(size_t samples);
+
   void Reset();  // a new, empty conversation
 
   const AudioModel& model() const;
@@ -246,6 +314,7 @@ class Conversation {
   struct Impl;  // library-internal
 
  private:
+  friend class Engine;
   explicit Conversation(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };

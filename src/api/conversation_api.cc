@@ -2,10 +2,12 @@
 // interface (family.h), plus the prompt-file parser.
 #include <cmath>
 #include <filesystem>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "api/engine_core.h"
 #include "api/family.h"
 #include "base/status.h"
 #include "io/audio_file.h"
@@ -19,8 +21,11 @@ struct AudioModel::Impl {
 };
 
 struct Conversation::Impl {
+  std::shared_ptr<Engine> engine;  // first: destroyed last
   std::shared_ptr<const AudioModel> model;
+  std::shared_ptr<FamilyWorker> worker;
   std::unique_ptr<FamilySession> session;
+  EngineCore& core() { return *engine->impl_; }
 };
 
 AudioModel::AudioModel(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -61,9 +66,19 @@ Conversation::~Conversation() = default;
 Result<std::unique_ptr<Conversation>> Conversation::Create(std::shared_ptr<const AudioModel> model,
                                                            const ConversationOptions& options) {
   if (model == nullptr) return InvalidArgument("Conversation::Create needs a loaded model");
-  if (options.threads < 1 || options.threads > 256) return InvalidArgument("threads must be in [1, 256]");
   auto impl = std::make_unique<Impl>();
-  LFM_ASSIGN_OR_RETURN(impl->session, model->impl_->family->CreateSession(options));
+  impl->engine = options.engine;
+  if (impl->engine == nullptr) {
+    LFM_ASSIGN_OR_RETURN(impl->engine, Engine::Create({.threads = options.threads,
+                                                       .max_batch = 1,
+                                                       .max_clip_seconds = options.max_clip_seconds}));
+  }
+  EngineCore& core = impl->core();
+  {
+    std::lock_guard lock(core.mu);
+    LFM_ASSIGN_OR_RETURN(impl->worker, core.WorkerFor(model, *model->impl_->family));
+  }
+  LFM_ASSIGN_OR_RETURN(impl->session, model->impl_->family->CreateSession(options, core, impl->worker));
   impl->model = std::move(model);
   return std::unique_ptr<Conversation>(new Conversation(std::move(impl)));
 }
@@ -81,6 +96,7 @@ Status Conversation::EndTurn() { return impl_->session->EndTurn(); }
 
 Status Conversation::AddAudioFile(const std::string& path) {
   LFM_ASSIGN_OR_RETURN(AudioBuffer audio, ReadAudioFile(path));
+  std::lock_guard lock(impl_->core().mu);  // the encoder runs on the engine's pool and scratch
   return impl_->session->AddAudio(audio).WithContext(path);
 }
 
@@ -100,6 +116,7 @@ Status Conversation::AddAudio(std::span<const float> samples, int sample_rate, i
   audio.sample_rate = sample_rate;
   audio.channels = channels;
   audio.samples.assign(samples.begin(), samples.end());
+  std::lock_guard lock(impl_->core().mu);
   return impl_->session->AddAudio(audio);
 }
 
@@ -118,8 +135,67 @@ Status Conversation::StartChat(std::string_view system) {
 }
 
 Result<GenerateSummary> Conversation::Generate(const GenerateOptions& options, const OutputCallbacks& out) {
+  LFM_RETURN_IF_ERROR(BeginGenerate(options, out));
+  Conversation* self[1] = {this};
+  while (generating()) {
+    Result<size_t> r = impl_->engine->Step(self);
+    if (!r.ok()) {
+      (void)FinishGenerate();
+      return r.status();
+    }
+  }
+  return FinishGenerate();
+}
+
+Status Conversation::BeginGenerate(const GenerateOptions& options, const OutputCallbacks& out) {
   if (options.max_new_tokens < 0) return InvalidArgument("max_new_tokens must not be negative");
-  return impl_->session->Generate(options, out);
+  std::lock_guard lock(impl_->core().mu);
+  return impl_->session->BeginGenerate(options, out);
+}
+
+bool Conversation::generating() const { return impl_->session->generating(); }
+
+Result<GenerateSummary> Conversation::FinishGenerate() {
+  std::lock_guard lock(impl_->core().mu);
+  return impl_->session->FinishGenerate();
+}
+
+void Conversation::Cancel() { impl_->session->Cancel(); }
+
+Status Conversation::TruncateSpeech(size_t samples) { return impl_->session->TruncateSpeech(samples); }
+
+Result<size_t> Engine::Step(std::span<Conversation* const> conversations) {
+  Impl& e = *impl_;
+  if (conversations.size() > e.options.max_batch) {
+    return OutOfRange(StrFormat("%zu conversations in one step exceed the engine's max_batch of %zu",
+                                conversations.size(), e.options.max_batch));
+  }
+  std::lock_guard lock(e.mu);
+  e.pending.clear();
+  for (Conversation* c : conversations) {
+    if (c == nullptr) return InvalidArgument("a null conversation in Engine::Step");
+    if (c->impl_->engine.get() != this)
+      return InvalidArgument("a conversation of another engine in Engine::Step");
+    if (c->impl_->session->generating()) e.pending.push_back(c);
+  }
+  // One batched step per model: the first pending conversation's model, then the next left over.
+  while (!e.pending.empty()) {
+    Conversation::Impl& first = *e.pending.front()->impl_;
+    e.group.clear();
+    size_t kept = 0;
+    for (Conversation* c : e.pending) {
+      if (c->impl_->model == first.model) {
+        e.group.push_back(c->impl_->session.get());
+      } else {
+        e.pending[kept++] = c;
+      }
+    }
+    LFM_RETURN_IF_ERROR(first.model->impl_->family->Step(e.group, *first.worker, e.team));
+    e.pending.resize(kept);
+  }
+  size_t left = 0;
+  for (Conversation* c : conversations) left += c->impl_->session->generating();
+  return left;
 }
 
 void Conversation::Reset() { impl_->session->Reset(); }

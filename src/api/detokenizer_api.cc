@@ -1,4 +1,7 @@
 // The public detokenizer API: thin ownership wrappers over the model code.
+#include <mutex>
+
+#include "api/engine_core.h"
 #include "base/status.h"
 #include "lfmvox/lfmvox.h"
 #include "models/lfm25_audio/detokenizer.h"
@@ -11,8 +14,8 @@ struct DetokenizerModel::Impl {
 };
 
 struct DetokenizerStream::Impl {
+  std::shared_ptr<Engine> engine;  // first: destroyed last
   std::shared_ptr<const DetokenizerModel> model;
-  std::unique_ptr<ThreadTeam> team;
   std::unique_ptr<Lfm25DetokenizerSession> session;
 };
 
@@ -39,20 +42,24 @@ DetokenizerStream::~DetokenizerStream() = default;
 Result<std::unique_ptr<DetokenizerStream>> DetokenizerStream::Create(
     std::shared_ptr<const DetokenizerModel> model, const StreamOptions& options) {
   if (model == nullptr) return InvalidArgument("DetokenizerStream::Create needs a loaded model");
-  if (options.threads < 1 || options.threads > 256) return InvalidArgument("threads must be in [1, 256]");
   auto impl = std::make_unique<Impl>();
-  LFM_ASSIGN_OR_RETURN(
-      impl->session,
-      Lfm25DetokenizerSession::Create(*model->impl_->detok, options.max_frames_per_call, options.threads));
-  impl->team = std::make_unique<ThreadTeam>(options.threads);
+  impl->engine = options.engine;
+  if (impl->engine == nullptr) {
+    LFM_ASSIGN_OR_RETURN(impl->engine, Engine::Create({.threads = options.threads, .max_batch = 1}));
+  }
+  LFM_ASSIGN_OR_RETURN(impl->session,
+                       Lfm25DetokenizerSession::Create(*model->impl_->detok, options.max_frames_per_call,
+                                                       impl->engine->options().threads));
   impl->model = std::move(model);
   return std::unique_ptr<DetokenizerStream>(new DetokenizerStream(std::move(impl)));
 }
 
 const DetokenizerModel& DetokenizerStream::model() const { return *impl_->model; }
 
-Result<size_t> DetokenizerStream::Push(std::span<const int32_t> codes, std::span<float> pcm) {
-  return impl_->session->Decode(codes, pcm, *impl_->team);
+Result<size_t> DetokenizerStream::Step(std::span<const int32_t> codes, std::span<float> pcm) {
+  EngineCore& core = *impl_->engine->impl_;
+  std::lock_guard lock(core.mu);  // the engine's pool runs one step at a time
+  return impl_->session->Decode(codes, pcm, core.team);
 }
 
 Result<size_t> DetokenizerStream::Flush(std::span<float> pcm) { return impl_->session->Flush(pcm); }

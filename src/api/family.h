@@ -20,6 +20,16 @@ namespace lfmvox {
 // Whole-task prompt presets and sampling settings a family defines.
 enum class Task { kTts, kSpeechToSpeech, kAsr };
 
+class ThreadTeam;
+struct EngineCore;
+
+// A family's step scratch (its worker), one per engine and model, shared by
+// every session of that model on the engine. Used under the engine's lock.
+class FamilyWorker {
+ public:
+  virtual ~FamilyWorker() = default;
+};
+
 // One conversation of a family: history, caches, speech decoder. One thread at a time.
 class FamilySession {
  public:
@@ -33,7 +43,13 @@ class FamilySession {
   virtual Status EndTurn() = 0;
   virtual Status StartSpeech(std::string_view voice, std::string_view text) = 0;
   virtual Status StartAsr() = 0;
-  virtual Result<GenerateSummary> Generate(const GenerateOptions& options, const OutputCallbacks& out) = 0;
+  // Generation, step-wise: Begin arms it, the family's Step advances it, Finish
+  // flushes speech and reports. Begin and Finish are called under the engine's lock.
+  virtual Status BeginGenerate(const GenerateOptions& options, const OutputCallbacks& out) = 0;
+  virtual bool generating() const = 0;
+  virtual Result<GenerateSummary> FinishGenerate() = 0;
+  virtual void Cancel() = 0;  // thread-safe
+  virtual Status TruncateSpeech(size_t samples) = 0;
   virtual void Reset() = 0;
 };
 
@@ -52,7 +68,14 @@ class FamilyModel {
   virtual GenerateOptions Preset(Task task) const = 0;
   virtual std::string TokenText(int32_t id) const = 0;
   virtual bool IsSpecialToken(int32_t id) const = 0;
-  virtual Result<std::unique_ptr<FamilySession>> CreateSession(const ConversationOptions& options) const = 0;
+  // The scratch to run this model's sessions on an engine.
+  virtual Result<std::shared_ptr<FamilyWorker>> CreateWorker(const EngineOptions& options) const = 0;
+  // A session whose steps run on `core` with `worker` (from CreateWorker on that engine).
+  virtual Result<std::unique_ptr<FamilySession>> CreateSession(
+      const ConversationOptions& options, EngineCore& core, std::shared_ptr<FamilyWorker> worker) const = 0;
+  // One batched step of sessions of this model (all created on `worker`), under the engine's lock.
+  virtual Status Step(std::span<FamilySession* const> sessions, FamilyWorker& worker,
+                      ThreadTeam& team) const = 0;
 };
 
 // Reads `dir`/config.json and loads the family it names. A config of no known

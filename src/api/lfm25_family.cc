@@ -2,9 +2,11 @@
 // its official prompts and sampling settings, and the bridge from generated
 // audio frames to the streaming detokenizer.
 #include <algorithm>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "api/engine_core.h"
 #include "api/family.h"
 #include "blocks/sampling.h"
 #include "models/lfm25_audio/session.h"
@@ -77,21 +79,35 @@ class Bridge final : public GenerationSink {
   size_t samples_ = 0;
 };
 
+// The engine's worker for this model: the step scratch every session shares.
+class Lfm25FamilyWorker final : public FamilyWorker {
+ public:
+  explicit Lfm25FamilyWorker(std::shared_ptr<Lfm25Worker> w, size_t max_batch) : worker(std::move(w)) {
+    sessions.reserve(max_batch);
+  }
+  std::shared_ptr<Lfm25Worker> worker;
+  std::vector<Lfm25Session*> sessions;  // one step's batch
+};
+
 class Lfm25FamilySession final : public FamilySession {
  public:
-  Lfm25FamilySession(const Lfm25AudioModel& model, int threads) : model_(model), team_(threads) {}
+  Lfm25FamilySession(const Lfm25AudioModel& model, EngineCore& core, std::shared_ptr<FamilyWorker> worker)
+      : model_(model), core_(core), worker_(std::move(worker)) {}
 
   static Result<std::unique_ptr<FamilySession>> Create(const Lfm25AudioModel& model,
-                                                       const ConversationOptions& options) {
-    auto s = std::make_unique<Lfm25FamilySession>(model, options.threads);
+                                                       const ConversationOptions& options, EngineCore& core,
+                                                       std::shared_ptr<FamilyWorker> worker) {
+    auto* w = static_cast<Lfm25FamilyWorker*>(worker.get());
+    auto s = std::make_unique<Lfm25FamilySession>(model, core, worker);
     SessionOptions so;
-    so.threads = options.threads;
+    so.threads = core.options.threads;
     so.context = options.context;
+    so.prefill_chunk = core.options.prefill_rows;
     so.seed = options.seed;
-    so.max_clip_seconds = options.max_clip_seconds;
+    so.worker = w->worker;
     LFM_ASSIGN_OR_RETURN(s->session_, Lfm25Session::Create(model, so));
     const Lfm25Detokenizer* detok = model.detokenizer();
-    LFM_ASSIGN_OR_RETURN(s->detok_, Lfm25DetokenizerSession::Create(*detok, 1, options.threads));
+    LFM_ASSIGN_OR_RETURN(s->detok_, Lfm25DetokenizerSession::Create(*detok, 1, core.options.threads));
     s->pcm_.resize(static_cast<size_t>(detok->config().samples_per_frame()));
     s->clamped_.resize(static_cast<size_t>(detok->config().num_codebooks));
     return std::unique_ptr<FamilySession>(std::move(s));
@@ -102,7 +118,7 @@ class Lfm25FamilySession final : public FamilySession {
   Status AddText(std::string_view utf8) override { return session_->AppendText(utf8); }
   Status AddTokens(std::span<const int32_t> ids) override { return session_->AppendTokens(ids); }
   Status AddAudioOut(std::span<const int32_t> frames) override { return session_->AppendAudioOut(frames); }
-  Status AddAudio(const AudioBuffer& audio) override { return session_->AppendAudio(audio, team_); }
+  Status AddAudio(const AudioBuffer& audio) override { return session_->AppendAudio(audio, core_.team); }
   Status EndTurn() override { return session_->EndTurn(); }
   Status StartSpeech(std::string_view voice, std::string_view text) override {
     return session_->AppendTtsPrompt(voice, text);
@@ -116,38 +132,93 @@ class Lfm25FamilySession final : public FamilySession {
     return session_->StartTurn("user");
   }
 
-  Result<GenerateSummary> Generate(const GenerateOptions& options, const OutputCallbacks& out) override {
+  Status BeginGenerate(const GenerateOptions& options, const OutputCallbacks& out) override {
+    if (session_->generating()) return InvalidArgument("this conversation is already generating");
     GenerationOptions o;
     o.mode = options.mode;
     o.max_new_tokens = options.max_new_tokens;
     o.text = SamplingParams{options.text.temperature, options.text.top_k, 1.0f, 0};
     o.audio = SamplingParams{options.audio.temperature, options.audio.top_k, 1.0f, 0};
+    out_ = out;
     detok_->Reset();  // every assistant turn starts a fresh speech stream
-    Bridge bridge(model_.tokenizer(), out, detok_.get(), team_, pcm_, clamped_,
-                  model_.detokenizer()->config().codebook_size);
-    LFM_ASSIGN_OR_RETURN(GenerationResult r, session_->Generate(o, bridge, team_));
-    LFM_RETURN_IF_ERROR(bridge.FlushSpeech());
+    bridge_.emplace(model_.tokenizer(), out_, detok_.get(), core_.team, pcm_, clamped_,
+                    model_.detokenizer()->config().codebook_size);
+    turn_start_ = session_->positions();
+    Status s = session_->BeginGeneration(o, *bridge_);
+    if (!s.ok()) bridge_.reset();
+    return s;
+  }
+
+  bool generating() const override { return session_->generating(); }
+
+  Result<GenerateSummary> FinishGenerate() override {
+    if (!bridge_) return InvalidArgument("FinishGenerate without BeginGenerate");
+    if (session_->generating()) {  // stopped early: no more steps for this turn
+      session_->Cancel();
+      Lfm25Session* self[1] = {session_.get()};
+      auto* w = static_cast<Lfm25FamilyWorker*>(worker_.get());
+      LFM_RETURN_IF_ERROR(StepSessions(self, *w->worker, core_.team));
+    }
+    Status flushed = bridge_->FlushSpeech();
+    const size_t samples = bridge_->samples();
+    bridge_.reset();
+    LFM_RETURN_IF_ERROR(session_->generation_status());
+    LFM_RETURN_IF_ERROR(flushed);
+    const GenerationResult& r = session_->generation();
     GenerateSummary s;
     s.text_tokens = r.text_tokens;
     s.audio_frames = r.audio_frames;
-    s.pcm_samples = bridge.samples();
+    s.pcm_samples = samples;
     s.ended = r.ended;
     s.context_full = r.context_full;
+    s.cancelled = r.cancelled;
     return s;
+  }
+
+  void Cancel() override { session_->Cancel(); }
+
+  Status TruncateSpeech(size_t samples) override {
+    if (session_->generating())
+      return InvalidArgument("TruncateSpeech while generating; FinishGenerate first");
+    const size_t spf = static_cast<size_t>(model_.detokenizer()->config().samples_per_frame());
+    const size_t keep = (samples + spf - 1) / spf;  // frames the listener heard (the last one in part)
+    size_t frames = 0, cut = session_->positions();
+    for (size_t i = std::min(turn_start_, session_->positions()); i < session_->positions(); ++i) {
+      if (session_->modality(i) != Modality::kAudioOut) continue;
+      const bool eoa = session_->audio_codes(i)[0] == model_.special().end_of_audio;
+      if (eoa) continue;  // the end-of-audio frame is not speech
+      if (frames == keep && cut == session_->positions()) cut = i;
+      ++frames;
+    }
+    if (keep > frames) {
+      return OutOfRange(StrFormat(
+          "%zu samples (%.0f ms) were asked to be kept, but the last turn's speech is %zu "
+          "frames (%.0f ms)",
+          samples, 1000.0 * static_cast<double>(samples) / model_.detokenizer()->config().sample_rate, frames,
+          80.0 * static_cast<double>(frames)));
+    }
+    return session_->Truncate(cut);
   }
 
   void Reset() override {
     session_->Reset();
     detok_->Reset();
+    turn_start_ = 0;
   }
+
+  Lfm25Session* session() { return session_.get(); }
 
  private:
   const Lfm25AudioModel& model_;
-  ThreadTeam team_;
+  EngineCore& core_;
+  std::shared_ptr<FamilyWorker> worker_;  // the engine's worker, kept alive while the session is
   std::unique_ptr<Lfm25Session> session_;
   std::unique_ptr<Lfm25DetokenizerSession> detok_;
   std::vector<float> pcm_;        // [samples_per_frame] one frame's PCM
   std::vector<int32_t> clamped_;  // [num_codebooks] a frame's codes as the detokenizer takes them
+  OutputCallbacks out_;           // the running generation's callbacks
+  std::optional<Bridge> bridge_;  // items → callbacks and speech, for the running generation
+  size_t turn_start_ = 0;         // history position where the last generation began
 };
 
 class Lfm25FamilyModel final : public FamilyModel {
@@ -190,8 +261,28 @@ class Lfm25FamilyModel final : public FamilyModel {
   std::string TokenText(int32_t id) const override { return m_->tokenizer().Decode({&id, 1}); }
   bool IsSpecialToken(int32_t id) const override { return m_->tokenizer().IsSpecialToken(id); }
 
-  Result<std::unique_ptr<FamilySession>> CreateSession(const ConversationOptions& options) const override {
-    return Lfm25FamilySession::Create(*m_, options);
+  Result<std::shared_ptr<FamilyWorker>> CreateWorker(const EngineOptions& o) const override {
+    LFM_ASSIGN_OR_RETURN(
+        std::unique_ptr<Lfm25Worker> w,
+        Lfm25Worker::Create(*m_, {.max_batch = o.max_batch,
+                                  .max_rows = o.prefill_rows,
+                                  .max_context = static_cast<size_t>(m_->config().lfm.max_positions),
+                                  .threads = o.threads,
+                                  .max_clip_seconds = o.max_clip_seconds}));
+    return std::shared_ptr<FamilyWorker>(std::make_shared<Lfm25FamilyWorker>(std::move(w), o.max_batch));
+  }
+
+  Result<std::unique_ptr<FamilySession>> CreateSession(const ConversationOptions& options, EngineCore& core,
+                                                       std::shared_ptr<FamilyWorker> worker) const override {
+    return Lfm25FamilySession::Create(*m_, options, core, std::move(worker));
+  }
+
+  Status Step(std::span<FamilySession* const> sessions, FamilyWorker& worker,
+              ThreadTeam& team) const override {
+    auto& w = static_cast<Lfm25FamilyWorker&>(worker);
+    w.sessions.clear();
+    for (FamilySession* s : sessions) w.sessions.push_back(static_cast<Lfm25FamilySession*>(s)->session());
+    return StepSessions(w.sessions, *w.worker, team);
   }
 
  private:
