@@ -317,6 +317,29 @@ static void Speak(const lfmvox_model* m, const lfmvox_model_info* info,
         "cancelled: summary %d %d %d, %zu items", s.cancelled, s.text_tokens, s.audio_frames, r.n_rows);
   CHECK(strstr(lfmvox_last_error(), "on_text") != NULL, "cancel message: %s", lfmvox_last_error());
   lfmvox_conversation_free(c);
+
+  /* The same trace on a shared engine (2 threads), then barge-in truncation of its speech. */
+  lfmvox_engine* e = NULL;
+  REQUIRE_OK(lfmvox_engine_create(2, 4, &e));
+  lfmvox_conversation_options co;
+  lfmvox_conversation_options_init(&co);
+  CHECK(co.engine == NULL, "no engine by default");
+  co.engine = e;
+  co.context = 256;
+  REQUIRE_OK(lfmvox_conversation_create(m, &co, &c));
+  lfmvox_engine_free(e); /* the conversation keeps it alive */
+  REQUIRE_OK(lfmvox_conversation_add_tokens(c, ids, prompt.count));
+  memset(&r, 0, sizeof r);
+  cb = Callbacks(&r, 1);
+  REQUIRE_OK(lfmvox_conversation_generate(c, &o, &cb, &s));
+  ExpectRows(&r, &want, "tts__sequential on an engine");
+  CHECK(r.samples == 3 * spf, "%zu samples on an engine", r.samples);
+  CHECK(lfmvox_conversation_truncate_speech(c, 4 * spf) == LFMVOX_OUT_OF_RANGE, "keeping 4 of 3 frames: %s",
+        lfmvox_last_error());
+  REQUIRE_OK(lfmvox_conversation_truncate_speech(c, spf + 1));
+  REQUIRE_OK(lfmvox_conversation_cancel(c));
+  CHECK(lfmvox_conversation_cancel(NULL) == LFMVOX_INVALID_ARGUMENT, "cancel(NULL)");
+  lfmvox_conversation_free(c);
   free(prompt.v);
   free(want.v);
 }

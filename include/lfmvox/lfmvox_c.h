@@ -84,8 +84,16 @@ int lfmvox_model_token_text(const lfmvox_model* model, int32_t id, char* buf, si
 /* *special = 1 when `id` is a control token a transcript leaves out. */
 int lfmvox_model_is_special_token(const lfmvox_model* model, int32_t id, int* special);
 
+/* The engine: one thread pool shared by every conversation and stream
+ * created on it; their steps run one at a time and are batched. Thread-safe. */
+typedef struct lfmvox_engine lfmvox_engine;
+int lfmvox_engine_create(int threads, size_t max_batch, lfmvox_engine** out);
+/* Conversations and streams keep their engine alive; freeing the handle early is fine. */
+void lfmvox_engine_free(lfmvox_engine* engine);
+
 typedef struct lfmvox_conversation_options {
-  int threads;             /* the conversation's thread team, caller included (default 1) */
+  lfmvox_engine* engine;   /* the engine to run on; NULL: a private one of `threads` (default NULL) */
+  int threads;             /* without an engine: its private pool, caller included (default 1) */
   size_t context;          /* positions kept: text tokens, audio frames in and out (default 4096) */
   uint64_t seed;           /* sampling seed (default 0) */
   double max_clip_seconds; /* the longest clip one add_audio call takes (default 60) */
@@ -97,6 +105,12 @@ void lfmvox_conversation_options_init(lfmvox_conversation_options* options);
 int lfmvox_conversation_create(const lfmvox_model* model, const lfmvox_conversation_options* options,
                                lfmvox_conversation** out);
 void lfmvox_conversation_free(lfmvox_conversation* conversation);
+/* Thread-safe: a running generate stops at its next item (summary.cancelled),
+ * a running add_audio with LFMVOX_CANCELLED. */
+int lfmvox_conversation_cancel(lfmvox_conversation* c);
+/* Barge-in: keeps the first `samples` PCM samples' worth (whole 80 ms frames,
+ * rounded up) of the last generate's speech and drops what followed. */
+int lfmvox_conversation_truncate_speech(lfmvox_conversation* c, size_t samples);
 
 /* Prompt pieces, as the official ChatState builds them. */
 int lfmvox_conversation_begin(lfmvox_conversation* c);                        /* <|startoftext|> */

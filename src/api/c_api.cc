@@ -15,6 +15,10 @@ struct lfmvox_model {
   std::vector<const char*> voices;  // pointers into model->voices()
 };
 
+struct lfmvox_engine {
+  std::shared_ptr<lfmvox::Engine> engine;
+};
+
 struct lfmvox_conversation {
   std::unique_ptr<lfmvox::Conversation> conv;
 };
@@ -219,6 +223,7 @@ int lfmvox_model_is_special_token(const lfmvox_model* model, int32_t id, int* sp
 void lfmvox_conversation_options_init(lfmvox_conversation_options* options) {
   if (options == nullptr) return;
   const lfmvox::ConversationOptions d;
+  options->engine = nullptr;
   options->threads = d.threads;
   options->context = d.context;
   options->seed = d.seed;
@@ -233,6 +238,7 @@ int lfmvox_conversation_create(const lfmvox_model* model, const lfmvox_conversat
     if (model == nullptr) return NullArg("lfmvox_conversation_create: model");
     lfmvox::ConversationOptions o;
     if (options != nullptr) {
+      if (options->engine != nullptr) o.engine = options->engine->engine;
       o.threads = options->threads;
       o.context = options->context;
       o.seed = options->seed;
@@ -248,6 +254,36 @@ int lfmvox_conversation_create(const lfmvox_model* model, const lfmvox_conversat
 }
 
 void lfmvox_conversation_free(lfmvox_conversation* conversation) { delete conversation; }
+
+int lfmvox_engine_create(int threads, size_t max_batch, lfmvox_engine** out) {
+  return Guard([&]() -> Status {
+    if (out == nullptr) return NullArg("lfmvox_engine_create: out");
+    *out = nullptr;
+    auto e = lfmvox::Engine::Create({.threads = threads, .max_batch = max_batch});
+    if (!e.ok()) return e.status();
+    auto h = std::make_unique<lfmvox_engine>();
+    h->engine = std::move(e).value();
+    *out = h.release();
+    return Status::Ok();
+  });
+}
+
+void lfmvox_engine_free(lfmvox_engine* engine) { delete engine; }
+
+int lfmvox_conversation_cancel(lfmvox_conversation* c) {
+  return Guard([&]() -> Status {
+    if (c == nullptr) return NullArg("lfmvox_conversation_cancel: handle");
+    c->conv->Cancel();
+    return Status::Ok();
+  });
+}
+
+int lfmvox_conversation_truncate_speech(lfmvox_conversation* c, size_t samples) {
+  return Guard([&]() -> Status {
+    if (c == nullptr) return NullArg("lfmvox_conversation_truncate_speech: handle");
+    return c->conv->TruncateSpeech(samples);
+  });
+}
 
 // The body of a conversation call: a NULL handle is an error naming the call.
 #define LFMVOX_CONV_CALL(name, expr)                   \
@@ -448,7 +484,8 @@ int lfmvox_detok_stream_create(const lfmvox_detokenizer* detokenizer, int thread
     *out = nullptr;
     if (detokenizer == nullptr) return NullArg("lfmvox_detok_stream_create: detokenizer");
     auto s = lfmvox::DetokenizerStream::Create(
-        detokenizer->model, {.threads = threads, .max_frames_per_call = max_frames_per_call});
+        detokenizer->model,
+        {.threads = threads, .max_frames_per_call = max_frames_per_call, .engine = nullptr});
     if (!s.ok()) return s.status();
     auto h = std::make_unique<lfmvox_detok_stream>();
     h->stream = std::move(s).value();
