@@ -24,14 +24,9 @@ namespace {
 
 using testing::LoadTrace;
 using testing::RowSink;
+using testing::TraceIds;
 
 const Lfm25AudioModel& Model(const std::string& name) { return testing::OracleModel(name, false); }
-
-std::vector<int32_t> Ids(const std::string& trace) {
-  std::vector<int32_t> out;
-  for (int64_t v : LoadTrace(trace).ToInt64()) out.push_back(static_cast<int32_t>(v));
-  return out;
-}
 
 // One of the test's conversations: its prompt and how it generates.
 struct Spec {
@@ -44,7 +39,7 @@ struct Spec {
 
 void AppendPrompt(Lfm25Session& s, const std::string& name, int prompt) {
   if (prompt == 0) {
-    ASSERT_TRUE(s.AppendTokens(Ids(name + "/traces/tts__text_ids.npy")).ok());
+    ASSERT_TRUE(s.AppendTokens(TraceIds(name + "/traces/tts__text_ids.npy")).ok());
     return;
   }
   const std::string group = prompt == 1 ? "prefill" : "prefill_speech";
@@ -248,7 +243,7 @@ TEST_P(Batching, TruncateRebuildsTheKeptHistory) {
   AppendPrompt(**s, name, 0);
   RowSink sink;
   ASSERT_TRUE((*s)->Generate({.max_new_tokens = 24}, sink, team).ok());
-  const size_t prompt = Ids(name + "/traces/tts__text_ids.npy").size();
+  const size_t prompt = TraceIds(name + "/traces/tts__text_ids.npy").size();
   size_t frames = 0;
   for (const auto& r : sink.rows) frames += r[0] == 1;
   ASSERT_GE(frames, 3u) << "tts/sequential speaks within 24 items";

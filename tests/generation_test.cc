@@ -22,16 +22,9 @@ namespace {
 
 using testing::LoadTrace;
 using testing::RowSink;
-
-// Records items as rows of the trace format: [0, id, -1×7] or [1, c0..c7].
+using testing::TraceIds;
 
 const Lfm25AudioModel& Model(const std::string& name) { return testing::OracleModel(name, false); }
-
-std::vector<int32_t> Ids(const std::string& trace) {
-  std::vector<int32_t> out;
-  for (int64_t v : LoadTrace(trace).ToInt64()) out.push_back(static_cast<int32_t>(v));
-  return out;
-}
 
 class Generation : public ::testing::TestWithParam<std::string> {};
 
@@ -43,7 +36,7 @@ TEST_P(Generation, TtsSequentialGreedyMatchesTrace) {
     ThreadTeam team(threads);
     auto s = Lfm25Session::Create(m, {.threads = threads, .context = 256, .prefill_chunk = 16});
     ASSERT_TRUE(s.ok()) << s.status().ToString();
-    ASSERT_TRUE((*s)->AppendTokens(Ids(GetParam() + "/traces/tts__text_ids.npy")).ok());
+    ASSERT_TRUE((*s)->AppendTokens(TraceIds(GetParam() + "/traces/tts__text_ids.npy")).ok());
     RowSink sink;
     auto r = (*s)->Generate({.mode = GenerationMode::kSequential, .max_new_tokens = 24}, sink, team);
     ASSERT_TRUE(r.ok()) << r.status().ToString();
@@ -66,7 +59,7 @@ TEST_P(Generation, SecondTurnFollowsTheAppendRules) {
   ThreadTeam team(1);
   auto s = Lfm25Session::Create(m, {.threads = 1, .context = 256});
   ASSERT_TRUE(s.ok());
-  const std::vector<int32_t> prompt = Ids(GetParam() + "/traces/tts__text_ids.npy");
+  const std::vector<int32_t> prompt = TraceIds(GetParam() + "/traces/tts__text_ids.npy");
   ASSERT_TRUE((*s)->AppendTokens(prompt).ok());
   RowSink sink;
   ASSERT_TRUE((*s)->Generate({.max_new_tokens = 8}, sink, team).ok());
@@ -104,7 +97,7 @@ TEST_P(Generation, SecondTurnFollowsTheAppendRules) {
 TEST_P(Generation, FullContextStopsCleanly) {
   const Lfm25AudioModel& m = Model(GetParam());
   ThreadTeam team(1);
-  const std::vector<int32_t> prompt = Ids(GetParam() + "/traces/tts__text_ids.npy");
+  const std::vector<int32_t> prompt = TraceIds(GetParam() + "/traces/tts__text_ids.npy");
   auto s = Lfm25Session::Create(m, {.threads = 1, .context = prompt.size() + 5});
   ASSERT_TRUE(s.ok());
   ASSERT_TRUE((*s)->AppendTokens(prompt).ok());

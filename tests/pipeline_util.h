@@ -24,6 +24,14 @@ inline const Lfm25AudioModel& OracleModel(const std::string& name, bool with_det
   return *m;
 }
 
+// A 1-D integer trace (token ids) as int32.
+inline std::vector<int32_t> TraceIds(const std::string& trace) {
+  std::vector<int32_t> out;
+  for (int64_t v : LoadTrace(trace).ToInt64()) out.push_back(static_cast<int32_t>(v));
+  return out;
+}
+
+// Records generated items as rows of the trace format: [0, id, -1×7] or [1, c0..c7].
 class RowSink : public GenerationSink {
  public:
   Status OnText(int32_t id) override {

@@ -540,6 +540,11 @@ Status StepSessions(std::span<Lfm25Session* const> sessions, Lfm25Worker& w, Thr
       Lfm25Session* s = w.feeding_[i];
       const size_t left = s->history_.size() - s->cached_;
       if (left == 0 || !s->gen_.active) continue;
+      if (s->TakeCancel()) {  // honoured between the passes of a long prefill too
+        s->gen_.result.cancelled = true;
+        s->Finish(Status::Ok());
+        continue;
+      }
       const size_t n = std::min({left, s->state_.max_rows(), w.options_.max_rows - total});
       if (n == 0) {
         more = true;  // no room left in this pass
