@@ -140,6 +140,17 @@ bool ParseInt(const std::string& s, int lo, int hi, int* out) {
   return true;
 }
 
+// --threads, default: every hardware thread.
+int ThreadsArg(const Args& args, int* threads) {
+  *threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (const std::string* t = args.Get("threads")) {
+    if (!ParseInt(*t, 1, lfmvox::kMaxThreads, threads)) {
+      return UsageError("--threads takes an integer in [1, " + std::to_string(lfmvox::kMaxThreads) + "]");
+    }
+  }
+  return 0;
+}
+
 int Detokenize(int argc, char** argv) {
   Args args;
   std::string err;
@@ -153,10 +164,8 @@ int Detokenize(int argc, char** argv) {
   if (!model_dir || !codes_path || !output) return UsageError("detokenize needs --model, --codes and -o");
   lfmvox::PcmFormat format;
   if (int rc = PcmArg(args, &format)) return rc;
-  int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  if (const std::string* t = args.Get("threads")) {
-    if (!ParseInt(*t, 1, 256, &threads)) return UsageError("--threads takes an integer in [1, 256]");
-  }
+  int threads = 1;
+  if (int rc = ThreadsArg(args, &threads)) return rc;
   const bool quiet = args.Has("quiet") || *output == "-";
 
   auto model = lfmvox::DetokenizerModel::Load(*model_dir);
@@ -241,14 +250,6 @@ void OverrideSampling(const lfmvox::GenerateOptions& flags, lfmvox::GenerateOpti
   if (flags.audio.top_k >= 0) o->audio.top_k = flags.audio.top_k;
   if (flags.text.temperature >= 0) o->text.temperature = flags.text.temperature;
   if (flags.text.top_k >= 0) o->text.top_k = flags.text.top_k;
-}
-
-int ThreadsArg(const Args& args, int* threads) {
-  *threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  if (const std::string* t = args.Get("threads")) {
-    if (!ParseInt(*t, 1, 256, threads)) return UsageError("--threads takes an integer in [1, 256]");
-  }
-  return 0;
 }
 
 // Runs one generation with PCM going to `output` (when given) and returns the exit code.

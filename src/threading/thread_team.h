@@ -28,10 +28,9 @@
 #include <thread>
 #include <vector>
 
-namespace lfmvox {
+#include "lfmvox/types.h"  // kMaxThreads
 
-// The largest team any API accepts (a sanity bound on user input, far above any real machine).
-inline constexpr int kMaxThreads = 256;
+namespace lfmvox {
 
 class ThreadTeam {
  public:
