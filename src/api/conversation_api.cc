@@ -12,6 +12,7 @@
 #include "base/status.h"
 #include "io/audio_file.h"
 #include "io/file_util.h"
+#include "io/json_config.h"
 #include "lfmvox/lfmvox.h"
 
 namespace lfmvox {
@@ -249,7 +250,7 @@ Status Conversation::AddPromptJson(std::string_view text, const std::string& bas
         int32_t id;
         if (!IntIn(val[k], 0, INT32_MAX, &id)) {
           return InvalidArgument(StrFormat("%s: \"ids\" entry %zu is %s, not a non-negative integer",
-                                           where.c_str(), k, val[k].dump().c_str()));
+                                           where.c_str(), k, JsonPreview(val[k]).c_str()));
         }
         v.push_back(id);
       }
@@ -268,7 +269,7 @@ Status Conversation::AddPromptJson(std::string_view text, const std::string& bas
           if (!IntIn(frame[k], 0, vocab - 1, &code)) {
             return InvalidArgument(
                 StrFormat("%s: \"audio_out\" frame %zu code %zu is %s, not an integer in [0, %d)",
-                          where.c_str(), f, k, frame[k].dump().c_str(), vocab));
+                          where.c_str(), f, k, JsonPreview(frame[k]).c_str(), vocab));
           }
           v.push_back(code);
         }

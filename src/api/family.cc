@@ -12,7 +12,7 @@ namespace {
 // `key` of `j` as compact JSON, or "none" when absent.
 std::string Found(const nlohmann::json& j, const char* key) {
   auto it = j.find(key);
-  return it == j.end() ? std::string("none") : it->dump();
+  return it == j.end() ? std::string("none") : JsonPreview(*it);
 }
 
 bool ListHas(const nlohmann::json& j, const char* key, const char* value) {

@@ -10,6 +10,19 @@ namespace lfmvox {
 
 using nlohmann::json;
 
+std::string JsonPreview(const json& v) {
+  if (v.is_array()) {
+    // A short flat list is shown whole; anything nested only by its size.
+    bool flat = v.size() <= 8;
+    for (const json& e : v) flat = flat && e.is_primitive();
+    if (!flat) return "a list of " + std::to_string(v.size());
+  }
+  if (v.is_object()) return "an object of " + std::to_string(v.size()) + " keys";
+  std::string s = v.dump();
+  if (s.size() > 64) s = s.substr(0, 61) + "...";
+  return s;
+}
+
 namespace {
 
 // The value of a present, non-null key; null (with an error or OK) otherwise.
@@ -25,7 +38,7 @@ const json* Find(const json& j, const char* key, const std::string& where, bool 
 
 Status RangeError(const std::string& where, const char* key, const json& v, double lo, double hi) {
   return OutOfRange(
-      StrFormat("%s: \"%s\" = %s is outside [%g, %g]", where.c_str(), key, v.dump().c_str(), lo, hi));
+      StrFormat("%s: \"%s\" = %s is outside [%g, %g]", where.c_str(), key, JsonPreview(v).c_str(), lo, hi));
 }
 
 // One integer element (a whole-valued float such as 16000.0 included) in [lo, hi]. The bounds are far
@@ -35,11 +48,12 @@ Status ToInt(const json& v, const char* key, const std::string& where, const cha
   const double d = v.is_number() ? v.get<double>() : 0.0;
   if (!v.is_number() || (v.is_number_float() && !(std::isfinite(d) && d == std::floor(d)))) {
     return InvalidArgument(
-        StrFormat("%s: \"%s\" must be %s, got %s", where.c_str(), key, what, v.dump().c_str()));
+        StrFormat("%s: \"%s\" must be %s, got %s", where.c_str(), key, what, JsonPreview(v).c_str()));
   }
   if (d < static_cast<double>(lo) || d > static_cast<double>(hi)) {
     return OutOfRange(StrFormat("%s: \"%s\" = %s is outside [%lld, %lld]", where.c_str(), key,
-                                v.dump().c_str(), static_cast<long long>(lo), static_cast<long long>(hi)));
+                                JsonPreview(v).c_str(), static_cast<long long>(lo),
+                                static_cast<long long>(hi)));
   }
   *out = static_cast<int>(v.is_number_float() ? static_cast<int64_t>(d) : v.get<int64_t>());
   return Status::Ok();
@@ -63,12 +77,14 @@ bool HasKey(const json& j, const char* key) {
 }
 
 Status CheckObject(const json& j, const std::string& where) {
-  if (!j.is_object()) return InvalidArgument(where + " must be a JSON object, got " + j.dump());
+  // The type, not the value: a hostile value can be nested deep enough to exhaust the stack in dump().
+  if (!j.is_object()) return InvalidArgument(where + " must be a JSON object, got " + j.type_name());
   return Status::Ok();
 }
 
 Status CheckKnownKeys(const json& j, const std::string& where, std::span<const char* const> known) {
-  for (const auto& [key, value] : j.items()) {
+  for (const auto& item : j.items()) {
+    const std::string& key = item.key();  // (clang 14 cannot capture a structured binding)
     if (std::find_if(known.begin(), known.end(), [&](const char* k) { return key == k; }) == known.end()) {
       std::string list;
       for (const char* k : known) list += (list.empty() ? "" : ", ") + std::string(k);
@@ -181,7 +197,7 @@ Status RequireValue(const json& j, const char* key, const std::string& where, co
   if (v == nullptr) return st;
   if (*v != want) {
     return Unimplemented(StrFormat("%s: \"%s\" = %s is not supported (only %s: %s)", where.c_str(), key,
-                                   v->dump().c_str(), want.dump().c_str(), what));
+                                   JsonPreview(*v).c_str(), JsonPreview(want).c_str(), what));
   }
   return Status::Ok();
 }

@@ -19,6 +19,10 @@
 
 namespace lfmvox {
 
+// A JSON value for an error message: a scalar or a short flat list as written, anything else only by
+// its type and size (never dumped whole: a hostile value can nest deep enough to exhaust the stack).
+std::string JsonPreview(const nlohmann::json& v);
+
 // Reads and parses a JSON file holding an object; the error names the file.
 Result<nlohmann::json> ReadJsonFile(const std::string& path);
 
