@@ -4,8 +4,8 @@
 // audio/mel, adapter/out, prefill/in_emb and last_hidden for the synthetic
 // clip (tests/data/inputs/synthetic_16k.wav) and prefill_speech/ for the real
 // speech file (question.wav); gen/sequential and gen/interleaved exactly.
-// Tolerances (oracle README): audio k = 2e-4 (speech 1e-4), adapter 5e-5,
-// prefill 1e-4, as max|port − oracle| ≤ k·max|oracle|.
+// Tolerances measured by the oracle (its README's recommended k, not derived): audio k = 2e-4 (speech 1e-4),
+// adapter 5e-5, prefill 1e-4, as max|port − oracle| ≤ k·max|oracle|.
 #include <gtest/gtest.h>
 
 #include <cmath>

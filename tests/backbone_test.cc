@@ -3,7 +3,7 @@
 // text-only prompt), prefill/ and prefill_speech/ (fed the stored input
 // embeddings, including the caches), decode/ (cached steps after the
 // synthetic prefill, and the uncached forward) and prefill2/ (audio-out
-// history embeddings). Tolerances from the oracle README, per tensor
+// history embeddings). Tolerances measured by the oracle (its README, not derived), per tensor
 // max|port − oracle| ≤ k·max|oracle|: k = 1e-4 for prefill/tts/prefill2,
 // 5e-5 for decode.
 #include "models/lfm25_audio/backbone.h"

@@ -5,7 +5,7 @@
 // with and without the tied `to_logits` copy, load errors, and zero heap
 // allocation per frame.
 //
-// Tolerance: the oracle README's k = 5e-5 for the depth group, per tensor
+// Tolerance, measured by the oracle (not derived): its README's k = 5e-5 for the depth group, per tensor
 // max|port − oracle| ≤ k·max|oracle|. Its observed float32-vs-float64 spread
 // is 2.1e-6 of scale; two f32 implementations that differ in summation order
 // land within a few times that, so 5e-5 is ~10× headroom. Greedy codes must

@@ -1,7 +1,7 @@
 // Parity of the LFM2.5 detokenizer with the oracle traces
 // tests/data/lfm25_detok/traces/detok__T{1,3,7,45}__*.npy and detok__turns__*,
-// streaming == batch, A→B→A, and error handling. Tolerances are the oracle
-// README's (max|port − oracle| ≤ k·max|oracle|): k = 5e-5 for the stack and the
+// streaming == batch, A→B→A, and error handling. Tolerances are measured by
+// the oracle (not derived), its README's (max|port − oracle| ≤ k·max|oracle|): k = 5e-5 for the stack and the
 // head, 1e-4 for the inverse-STFT frames and PCM (about 10× the observed
 // float32-vs-float64 spread of each group).
 #include "models/lfm25_audio/detokenizer.h"

@@ -2,7 +2,7 @@
 // both cases (tests/data/lfm25_{tiny,small}/traces), fed the stored mels:
 //   audio__mel.npy [128, 131]        → conformer__*, adapter__out
 //   audio_speech__mel.npy [128, 491] → conformer_speech__*, adapter_speech__out
-// Tolerance from the oracle README: per tensor, max|port − oracle| ≤
+// Tolerance measured by the oracle (its README, not derived): per tensor, max|port − oracle| ≤
 // k·max|oracle| with k = 5e-5 for the conformer and adapter groups (about 10×
 // the float32-vs-float64 gap the oracle measured, 3.6e-6 and 2.3e-6).
 // Also: results independent of the team size (bit for bit), of the scratch

@@ -63,8 +63,8 @@ Diff Compare(std::span<const float> got, const std::vector<float>& want) {
   return d;
 }
 
-// Compares a mel against a trace [n_mels, F] and its valid length under the oracle README tolerance
-// max|port − oracle| ≤ k·max|oracle|, and checks the masked last frame is exactly pad_value (0).
+// Compares a mel against a trace [n_mels, M] and its valid length under the tolerance measured by the oracle
+// (its README) max|port − oracle| ≤ k·max|oracle|, and checks the masked last frame is exactly pad_value (0).
 void ExpectMelMatches(const MelFeatures& mel, const std::string& model_case, const std::string& prefix,
                       double k) {
   std::vector<int64_t> shape;

@@ -3,7 +3,7 @@
 // position, the new keys/values appended to the row's sequence cache, then every query against the
 // keys of its own sequence (causal, optionally a sliding window). The projections around it are the
 // caller's (separate q/k/v in LFM2, one fused qkv in the depthformer).
-// Shapes: R rows in the call, hd head dim, Q = heads·hd, KV = kv_heads·hd.
+// Shapes (docs/style.md legend): R rows in the call, hd head dim, Q = heads·hd, KV = kv_heads·hd.
 #pragma once
 
 #include <cstddef>

@@ -1,5 +1,6 @@
 // The SwiGLU feed-forward of LFM2 and the depthformer:
-//   out = w2(silu(w1 · x) ⊙ (w3 · x))      w1, w3 [F, D] (gate, up), w2 [D, F]
+//   out = w2(silu(w1 · x) ⊙ (w3 · x))      w1, w3 [F, H] (gate, up), w2 [H, F]
+// Shapes (docs/style.md legend): H the width of the caller's rows, F the FFN width.
 #pragma once
 
 #include <string>
@@ -10,12 +11,12 @@
 namespace lfmvox {
 
 struct SwiGluFfn {
-  Linear w1;  // [F, D] gate
-  Linear w3;  // [F, D] up
-  Linear w2;  // [D, F] down
+  Linear w1;  // [F, H] gate
+  Linear w3;  // [F, H] up
+  Linear w2;  // [H, F] down
 
   size_t width() const { return w1.out(); }  // F
-  // out[n, D] = FFN(xn[n, D]); gate and up are scratch [n, F] each. out may alias xn.
+  // out[n, H] = FFN(xn[n, H]); gate and up are scratch [n, F] each. out may alias xn.
   void Forward(const float* xn, size_t n, float* gate, float* up, float* out, ThreadTeam& team) const;
 };
 

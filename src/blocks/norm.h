@@ -1,5 +1,8 @@
-// RMSNorm over rows (or over each head of a row, for q/k norms):
-//   y = w ⊙ x / sqrt(mean(x²) + eps), the mean accumulated in double (ops::RmsNorm).
+// Normalisations over rows:
+//   RMSNorm   y = w ⊙ x / sqrt(mean(x²) + eps), the mean accumulated in double (ops::RmsNorm); also
+//             over each head of a row, for q/k norms;
+//   LayerNorm y = γ ⊙ (x − mean) / sqrt(var + eps) + β, torch's nn.LayerNorm with bias, mean and biased
+//             variance accumulated in double (ops::LayerNorm).
 #pragma once
 
 #include <string>
@@ -23,5 +26,19 @@ struct RmsNorm {
 
 // Loads `name` (a [d] vector) with the given eps.
 Status LoadRmsNorm(const Checkpoint& ckpt, const std::string& name, int64_t d, float eps, RmsNorm* norm);
+
+struct LayerNorm {
+  AlignedBuffer<float> gamma;  // [d] `weight`
+  AlignedBuffer<float> beta;   // [d] `bias`
+  float eps = 1e-5f;
+
+  size_t dim() const { return gamma.size(); }
+  // y[r] = norm(x[r]) for n rows of dim(); y may alias x. Each row is independent of the others, so a
+  // caller may split the rows over threads.
+  void Forward(const float* x, size_t n, size_t ldx, float* y, size_t ldy) const;
+};
+
+// Loads `<name>.weight` and `<name>.bias` ([d] each) with the given eps.
+Status LoadLayerNorm(const Checkpoint& ckpt, const std::string& name, int64_t d, float eps, LayerNorm* norm);
 
 }  // namespace lfmvox

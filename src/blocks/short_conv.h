@@ -1,7 +1,8 @@
 // LFM2's gated short convolution (transformers `Lfm2ShortConv`), over rows of several independent
 // sequences, each carrying its own history:
 //   B | C | x = in_proj(xn);  u = B ⊙ x;  c = causal depthwise conv(u) (+ bias);  y = out_proj(C ⊙ c)
-// Shapes: R rows, H hidden, K kernel; the state of a sequence is its last K-1 rows of u [K-1, H].
+// Shapes (docs/style.md legend): R rows, H hidden, K kernel; the state of a sequence is its last K-1
+// rows of u [K-1, H]. B, C and x name the three gates (the module's names), not shape letters.
 #pragma once
 
 #include <cstddef>

@@ -37,15 +37,15 @@ class Lfm2Backbone {
   Status EmbedToken(int32_t id, float* out) const;
   // out [H] = Σ_k audio_embedding[codes[k] + offset_k]; codes in [0, audio_vocab()).
   Status EmbedAudioFrame(std::span<const int32_t> codes, float* out) const;
-  // logits [n, vocab] = h · embed_tokensᵀ for n final-normed hidden states h [n, H] (each row
+  // logits [n, V] = h · embed_tokensᵀ for n final-normed hidden states h [n, H] (each row
   // independent of the others: batched sessions get their own logits bit for bit).
   void TextLogits(const float* h, size_t n, float* logits, ThreadTeam& team) const;
   void TextLogits(const float* h, float* logits, ThreadTeam& team) const { TextLogits(h, 1, logits, team); }
 
  private:
   Lfm2Stack stack_;
-  ops::Weight embed_;             // [vocab, H]
-  ops::Weight audio_;             // [num_codebooks·audio_vocab, H]
+  ops::Weight embed_;             // [V, H] (V the text vocab)
+  ops::Weight audio_;             // [C·audio_vocab, H]
   std::vector<int64_t> offsets_;  // [num_codebooks] row offset of each codebook in audio_
   int audio_vocab_ = 0;
 };

@@ -2,9 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <cstring>
 
+#include "blocks/linear.h"
+#include "blocks/norm.h"
 #include "blocks/weights.h"
 #include "ops/nn_ops.h"
 #include "threading/thread_team.h"
@@ -12,30 +13,23 @@
 namespace lfmvox {
 
 using conformer::Layer;
-using conformer::LayerNorm;
-using conformer::Linear;
 
 // ---------------------------------------------------------------------------
 // Load
 
 namespace {
 
-// `<prefix>.weight` [out, in, trailing 1s…] and, if bias, `<prefix>.bias` [out].
-Status LoadLinear(const Checkpoint& ckpt, const std::string& prefix, int64_t out, int64_t in, bool bias,
-                  int unit_dims, Linear* l) {
+// A pointwise (1×1) convolution as the Linear it is: `<prefix>.weight` [out, in, 1…] (unit_dims
+// trailing 1s: 1 for Conv1d, 2 for Conv2d) used as the matrix [out, in], and `<prefix>.bias` [out].
+Status LoadPointwiseConv(const Checkpoint& ckpt, const std::string& prefix, int64_t out, int64_t in,
+                         int unit_dims, Linear* l) {
   Shape shape{out, in};
   for (int i = 0; i < unit_dims; ++i) shape.dim[shape.rank++] = 1;
   LFM_ASSIGN_OR_RETURN(l->w, LoadMatrix(ckpt, prefix + ".weight", shape, out, in));
-  if (bias) LFM_RETURN_IF_ERROR(LoadF32(ckpt, prefix + ".bias", Shape{out}, &l->b));
-  return Status::Ok();
+  return LoadF32(ckpt, prefix + ".bias", Shape{out}, &l->bias);
 }
 
-Status LoadLayerNorm(const Checkpoint& ckpt, const std::string& prefix, int64_t n, LayerNorm* ln) {
-  LFM_RETURN_IF_ERROR(LoadF32(ckpt, prefix + ".weight", Shape{n}, &ln->gamma));
-  return LoadF32(ckpt, prefix + ".bias", Shape{n}, &ln->beta);
-}
-
-// A 3×3 conv with one input channel per filter: [C, 1, 3, 3] taps and [C] bias.
+// A 3×3 conv with one input channel per filter: [Ch, 1, 3, 3] taps and [Ch] bias.
 Status LoadConv3x3(const Checkpoint& ckpt, const std::string& prefix, int64_t c, AlignedBuffer<float>* w,
                    AlignedBuffer<float>* b) {
   LFM_RETURN_IF_ERROR(LoadF32(ckpt, prefix + ".weight", Shape{c, 1, 3, 3}, w));
@@ -45,26 +39,26 @@ Status LoadConv3x3(const Checkpoint& ckpt, const std::string& prefix, int64_t c,
 Status LoadLayer(const Checkpoint& ckpt, const ConformerConfig& c, size_t i, Layer* L) {
   const std::string p = "conformer.layers." + std::to_string(i) + ".";
   const int64_t d = c.d_model, ff = c.ff_dim(), heads = c.n_heads, hd = c.head_dim(), k = c.conv_kernel_size;
-  LFM_RETURN_IF_ERROR(LoadLayerNorm(ckpt, p + "norm_feed_forward1", d, &L->norm_ff1));
-  LFM_RETURN_IF_ERROR(LoadLayerNorm(ckpt, p + "norm_self_att", d, &L->norm_att));
-  LFM_RETURN_IF_ERROR(LoadLayerNorm(ckpt, p + "norm_conv", d, &L->norm_conv));
-  LFM_RETURN_IF_ERROR(LoadLayerNorm(ckpt, p + "norm_feed_forward2", d, &L->norm_ff2));
-  LFM_RETURN_IF_ERROR(LoadLayerNorm(ckpt, p + "norm_out", d, &L->norm_out));
-  LFM_RETURN_IF_ERROR(LoadLinear(ckpt, p + "feed_forward1.linear1", ff, d, true, 0, &L->ff1_in));
-  LFM_RETURN_IF_ERROR(LoadLinear(ckpt, p + "feed_forward1.linear2", d, ff, true, 0, &L->ff1_out));
-  LFM_RETURN_IF_ERROR(LoadLinear(ckpt, p + "feed_forward2.linear1", ff, d, true, 0, &L->ff2_in));
-  LFM_RETURN_IF_ERROR(LoadLinear(ckpt, p + "feed_forward2.linear2", d, ff, true, 0, &L->ff2_out));
-  LFM_RETURN_IF_ERROR(LoadLinear(ckpt, p + "self_attn.linear_q", d, d, true, 0, &L->q));
-  LFM_RETURN_IF_ERROR(LoadLinear(ckpt, p + "self_attn.linear_k", d, d, true, 0, &L->k));
-  LFM_RETURN_IF_ERROR(LoadLinear(ckpt, p + "self_attn.linear_v", d, d, true, 0, &L->v));
-  LFM_RETURN_IF_ERROR(LoadLinear(ckpt, p + "self_attn.linear_out", d, d, true, 0, &L->out));
-  LFM_RETURN_IF_ERROR(LoadLinear(ckpt, p + "self_attn.linear_pos", d, d, false, 0, &L->pos));
+  LFM_RETURN_IF_ERROR(LoadLayerNorm(ckpt, p + "norm_feed_forward1", d, c.norm_eps, &L->norm_ff1));
+  LFM_RETURN_IF_ERROR(LoadLayerNorm(ckpt, p + "norm_self_att", d, c.norm_eps, &L->norm_att));
+  LFM_RETURN_IF_ERROR(LoadLayerNorm(ckpt, p + "norm_conv", d, c.norm_eps, &L->norm_conv));
+  LFM_RETURN_IF_ERROR(LoadLayerNorm(ckpt, p + "norm_feed_forward2", d, c.norm_eps, &L->norm_ff2));
+  LFM_RETURN_IF_ERROR(LoadLayerNorm(ckpt, p + "norm_out", d, c.norm_eps, &L->norm_out));
+  LFM_RETURN_IF_ERROR(LoadLinear(ckpt, p + "feed_forward1.linear1", ff, d, true, &L->ff1_in));
+  LFM_RETURN_IF_ERROR(LoadLinear(ckpt, p + "feed_forward1.linear2", d, ff, true, &L->ff1_out));
+  LFM_RETURN_IF_ERROR(LoadLinear(ckpt, p + "feed_forward2.linear1", ff, d, true, &L->ff2_in));
+  LFM_RETURN_IF_ERROR(LoadLinear(ckpt, p + "feed_forward2.linear2", d, ff, true, &L->ff2_out));
+  LFM_RETURN_IF_ERROR(LoadLinear(ckpt, p + "self_attn.linear_q", d, d, true, &L->q));
+  LFM_RETURN_IF_ERROR(LoadLinear(ckpt, p + "self_attn.linear_k", d, d, true, &L->k));
+  LFM_RETURN_IF_ERROR(LoadLinear(ckpt, p + "self_attn.linear_v", d, d, true, &L->v));
+  LFM_RETURN_IF_ERROR(LoadLinear(ckpt, p + "self_attn.linear_out", d, d, true, &L->out));
+  LFM_RETURN_IF_ERROR(LoadLinear(ckpt, p + "self_attn.linear_pos", d, d, false, &L->pos));
   LFM_RETURN_IF_ERROR(LoadF32(ckpt, p + "self_attn.pos_bias_u", Shape{heads, hd}, &L->pos_bias_u));
   LFM_RETURN_IF_ERROR(LoadF32(ckpt, p + "self_attn.pos_bias_v", Shape{heads, hd}, &L->pos_bias_v));
-  LFM_RETURN_IF_ERROR(LoadLinear(ckpt, p + "conv.pointwise_conv1", 2 * d, d, true, 1, &L->conv_in));
+  LFM_RETURN_IF_ERROR(LoadPointwiseConv(ckpt, p + "conv.pointwise_conv1", 2 * d, d, 1, &L->conv_in));
   LFM_RETURN_IF_ERROR(LoadF32(ckpt, p + "conv.depthwise_conv.weight", Shape{d, 1, k}, &L->conv_dw));
   LFM_RETURN_IF_ERROR(LoadF32(ckpt, p + "conv.depthwise_conv.bias", Shape{d}, &L->conv_dw_bias));
-  LFM_RETURN_IF_ERROR(LoadLinear(ckpt, p + "conv.pointwise_conv2", d, d, true, 1, &L->conv_out));
+  LFM_RETURN_IF_ERROR(LoadPointwiseConv(ckpt, p + "conv.pointwise_conv2", d, d, 1, &L->conv_out));
 
   // BatchNorm in eval form, folded the way torch's CPU inference kernel does
   // (in f32): scale = γ · 1/sqrt(var + eps), shift = β − mean·scale; the
@@ -109,10 +103,10 @@ Result<AudioEncoder> AudioEncoder::Load(const Checkpoint& ckpt, const ConformerC
   const std::string pre = "conformer.pre_encode.";
   LFM_RETURN_IF_ERROR(LoadConv3x3(ckpt, pre + "conv.0", C, &e.conv0_w_, &e.conv0_b_));
   LFM_RETURN_IF_ERROR(LoadConv3x3(ckpt, pre + "conv.2", C, &e.conv2_w_, &e.conv2_b_));
-  LFM_RETURN_IF_ERROR(LoadLinear(ckpt, pre + "conv.3", C, C, true, 2, &e.conv3_));
+  LFM_RETURN_IF_ERROR(LoadPointwiseConv(ckpt, pre + "conv.3", C, C, 2, &e.conv3_));
   LFM_RETURN_IF_ERROR(LoadConv3x3(ckpt, pre + "conv.5", C, &e.conv5_w_, &e.conv5_b_));
-  LFM_RETURN_IF_ERROR(LoadLinear(ckpt, pre + "conv.6", C, C, true, 2, &e.conv6_));
-  LFM_RETURN_IF_ERROR(LoadLinear(ckpt, pre + "out", d, C * W3, true, 0, &e.pre_out_));
+  LFM_RETURN_IF_ERROR(LoadPointwiseConv(ckpt, pre + "conv.6", C, C, 2, &e.conv6_));
+  LFM_RETURN_IF_ERROR(LoadLinear(ckpt, pre + "out", d, C * W3, true, &e.pre_out_));
 
   e.layers_.resize(static_cast<size_t>(c.n_layers));
   for (size_t i = 0; i < e.layers_.size(); ++i) LFM_RETURN_IF_ERROR(LoadLayer(ckpt, c, i, &e.layers_[i]));
@@ -124,11 +118,10 @@ Result<AudioEncoder> AudioEncoder::Load(const Checkpoint& ckpt, const ConformerC
                                      a1.shape.ToString().c_str(), static_cast<long long>(d)));
   }
   e.adapter_hidden_ = static_cast<int>(a1.shape[0]);
-  LFM_RETURN_IF_ERROR(LoadLayerNorm(ckpt, "audio_adapter.model.0", d, &e.adapter_norm_));
+  LFM_RETURN_IF_ERROR(LoadLayerNorm(ckpt, "audio_adapter.model.0", d, c.norm_eps, &e.adapter_norm_));
+  LFM_RETURN_IF_ERROR(LoadLinear(ckpt, "audio_adapter.model.1", e.adapter_hidden_, d, true, &e.adapter_in_));
   LFM_RETURN_IF_ERROR(
-      LoadLinear(ckpt, "audio_adapter.model.1", e.adapter_hidden_, d, true, 0, &e.adapter_in_));
-  LFM_RETURN_IF_ERROR(LoadLinear(ckpt, "audio_adapter.model.3", backbone_hidden, e.adapter_hidden_, true, 0,
-                                 &e.adapter_out_));
+      LoadLinear(ckpt, "audio_adapter.model.3", backbone_hidden, e.adapter_hidden_, true, &e.adapter_out_));
   return e;
 }
 
@@ -223,10 +216,6 @@ size_t EncoderScratch::bytes() const {
 
 namespace {
 
-void Trace(TraceSink* sink, const char* name, const float* x, size_t rows, size_t cols) {
-  if (sink != nullptr) sink->Record(name, x, rows, cols, cols);
-}
-
 // Work below this many floats runs on the calling thread: splitting it would
 // cost more in wake-ups than it saves. (Either way every row is computed by
 // the same code, so the split never changes a result.)
@@ -244,20 +233,28 @@ void ForRows(ThreadTeam& team, size_t n, size_t row_floats, F&& fn) {
   });
 }
 
+// Chunks of element-wise work start at multiples of this many floats. A multiple of 16 (one 64-byte
+// cache line, and the widest SIMD vector) keeps two threads off the same line of the output and no
+// vector split across chunks; 64 is simply a safe multiple, not a measured optimum (the chunks are
+// far longer: this path runs only above kParallelMinFloats, in about 4 chunks per thread). Any split
+// gives the same values.
+constexpr size_t kElementAlign = 64;
+
 // In-place element-wise kernel(p, p, count) over n floats, spread when large.
 void ForElements(ThreadTeam& team, float* p, size_t n, void (*kernel)(const float*, float*, size_t)) {
   if (n < kParallelMinFloats) return kernel(p, p, n);
-  team.ParallelFor(n, 64, [&](size_t b, size_t e) { kernel(p + b, p + b, e - b); });
+  team.ParallelFor(n, kElementAlign, [&](size_t b, size_t e) { kernel(p + b, p + b, e - b); });
 }
 
+// y [m, out] = x [m, in] · Wᵀ + b, rows packed.
 void MatMul(const float* x, size_t m, const Linear& l, float* y, ThreadTeam& team) {
-  ops::MatMul(x, m, l.w.cols, l.w, l.b.size() ? l.b.data() : nullptr, y, l.w.rows, team);
+  l.Forward(x, m, l.in(), y, l.out(), team);
 }
 
-void LayerNormRows(const float* x, size_t t, const LayerNorm& ln, size_t n, float eps, float* y,
-                   ThreadTeam& team) {
-  ForRows(team, t, n,
-          [&](size_t r) { ops::LayerNorm(x + r * n, ln.gamma.data(), ln.beta.data(), n, eps, y + r * n); });
+// y [t, d] = LayerNorm(x [t, d]) row by row, the rows spread over the team when large.
+void LayerNormRows(const float* x, size_t t, const LayerNorm& ln, float* y, ThreadTeam& team) {
+  const size_t d = ln.dim();
+  ForRows(team, t, d, [&](size_t r) { ln.Forward(x + r * d, 1, d, y + r * d, d); });
 }
 
 // x[t, n] += scale · y[t, n]: the residual add (NeMo: residual + x · factor,
@@ -281,6 +278,8 @@ void AudioEncoder::Subsample(const float* mel, size_t F, EncoderScratch& s, Thre
   const size_t T1 = ConformerConfig::Halved(F), T2 = ConformerConfig::Halved(T1);
   const size_t T3 = ConformerConfig::Halved(T2);
   constexpr size_t kBand = EncoderScratch::kBand;
+  // Multiply-adds per output pixel and channel of a 3×3 conv (the work ForRows weighs).
+  constexpr size_t kTaps3x3 = 3 * 3;
 
   // Stage output rows [i0, i1) into out (rows of out_w pixels × C). Output
   // row i reads input rows 2i−1, 2i, 2i+1 of in_rows; the buffer holds input
@@ -288,7 +287,7 @@ void AudioEncoder::Subsample(const float* mel, size_t F, EncoderScratch& s, Thre
   auto conv_rows = [&](size_t i0, size_t i1, const float* in, size_t first, size_t row_stride, size_t in_rows,
                        size_t width, size_t ps, size_t cs, const float* w, const float* b, float* out,
                        size_t out_w) {
-    ForRows(team, i1 - i0, 9 * width * C, [&](size_t li) {
+    ForRows(team, i1 - i0, kTaps3x3 * width * C, [&](size_t li) {
       const float* rows[3];
       for (size_t a = 0; a < 3; ++a) {
         const size_t q = 2 * (i0 + li) + a;  // input row q − 1
@@ -421,19 +420,18 @@ Status AudioEncoder::Encode(const float* mel, size_t frames, float* out, Encoder
   const ConformerConfig& c = config_;
   const size_t d = static_cast<size_t>(c.d_model), ff = static_cast<size_t>(c.ff_dim());
   const size_t t = ConformerConfig::SubsampledFrames(frames);
-  const float eps = c.norm_eps;
   float* x = s.x_.data();
   float* xn = s.xn_.data();
   float* tmp = s.tmp_.data();
   float* wide = s.wide_.data();
 
   Subsample(mel, frames, s, team);
-  Trace(sink, "pre_encode_out", x, t, d);
+  if (sink) sink->Record("pre_encode_out", x, t, d, d);
   if (c.xscaling) ops::Scale(x, std::sqrt(static_cast<float>(d)), x, t * d);
-  Trace(sink, "pos_emb", s.pe_.data() + (s.max_t_ - t) * d, 2 * t - 1, d);
+  if (sink) sink->Record("pos_emb", s.pe_.data() + (s.max_t_ - t) * d, 2 * t - 1, d, d);
 
   auto feed_forward = [&](const LayerNorm& norm, const Linear& in, const Linear& out_l) {
-    LayerNormRows(x, t, norm, d, eps, xn, team);
+    LayerNormRows(x, t, norm, xn, team);
     MatMul(xn, t, in, wide, team);
     ForElements(team, wide, t * ff, ops::Silu);
     MatMul(wide, t, out_l, tmp, team);
@@ -444,29 +442,26 @@ Status AudioEncoder::Encode(const float* mel, size_t frames, float* out, Encoder
       return Cancelled("the audio encoding was cancelled");
     const Layer& L = layers_[li];
     feed_forward(L.norm_ff1, L.ff1_in, L.ff1_out);
-    LayerNormRows(x, t, L.norm_att, d, eps, xn, team);
+    LayerNormRows(x, t, L.norm_att, xn, team);
     Attention(L, t, s, team);
     Residual(x, tmp, t * d, 1.0f);
-    LayerNormRows(x, t, L.norm_conv, d, eps, xn, team);
+    LayerNormRows(x, t, L.norm_conv, xn, team);
     ConvModule(L, t, s, team);
     Residual(x, tmp, t * d, 1.0f);
     feed_forward(L.norm_ff2, L.ff2_in, L.ff2_out);
-    LayerNormRows(x, t, L.norm_out, d, eps, x, team);
-    if (sink != nullptr) {
-      char name[32];
-      std::snprintf(name, sizeof name, "layer%zu_out", li);
-      sink->Record(name, x, t, d, d);
-    }
+    LayerNormRows(x, t, L.norm_out, x, team);
+    TraceIndexed(sink, "layer%zu_out", li, x, t, d, d);
   }
-  Trace(sink, "out", x, t, d);
+  if (sink) sink->Record("out", x, t, d, d);
 
   // Adapter: LayerNorm → Linear → GELU → Linear.
   const size_t A = static_cast<size_t>(adapter_hidden_);
-  LayerNormRows(x, t, adapter_norm_, d, eps, xn, team);
+  LayerNormRows(x, t, adapter_norm_, xn, team);
   MatMul(xn, t, adapter_in_, wide, team);
   ForElements(team, wide, t * A, ops::Gelu);
   MatMul(wide, t, adapter_out_, out, team);
-  Trace(sink, "adapter_out", out, t, static_cast<size_t>(backbone_hidden_));
+  const size_t H = static_cast<size_t>(backbone_hidden_);
+  if (sink) sink->Record("adapter_out", out, t, H, H);
   return Status::Ok();
 }
 

@@ -2,16 +2,16 @@
 // liquid-audio runs it, then the audio adapter that maps its frames to
 // backbone embeddings.
 //
-//   mel [feat_in, F] → dw_striding subsampling ×8 → [T', d], T' = ⌈F/8⌉
+//   mel [feat_in, M] → dw_striding subsampling ×8 → [T', d], T' = ⌈M/8⌉
 //   → n_layers conformer layers (macaron FF, rel-pos MHSA, conv module, FF,
 //     LayerNorm) → adapter LayerNorm → Linear → GELU → Linear → [T', H]
 //
 // Reference: liquid-audio v1.3.0 `model/conformer/{encoder,subsampling,
 // modules,mha}.py`, `model/mlp.py`. Inference on one clip: nothing is masked.
 //
-// Shapes are written [rows, cols], row-major; d = d_model, C = subsampling
-// channels, W1/W2/W3 = frequency bins after each stride-2 stage, T' = frames
-// after subsampling, H = backbone hidden size.
+// Shapes (docs/style.md legend), [rows, cols] row-major: M mel frames, d = d_model,
+// Ch subsampling channels, W1/W2/W3 frequency bins after each stride-2 stage,
+// T' frames after subsampling, A adapter width, H backbone hidden size.
 #pragma once
 
 #include <atomic>
@@ -24,6 +24,8 @@
 #include "base/aligned.h"
 #include "base/status.h"
 #include "base/trace.h"
+#include "blocks/linear.h"
+#include "blocks/norm.h"
 #include "io/safetensors.h"
 #include "models/lfm25_audio/config.h"
 #include "ops/ops.h"
@@ -32,19 +34,8 @@ namespace lfmvox {
 
 class ThreadTeam;
 
-// Weight views of the encoder's building blocks (named after NeMo's modules).
+// Weights of one conformer layer (named after NeMo's modules), from the shared blocks.
 namespace conformer {
-
-// y = x·Wᵀ + b: a checkpoint matrix in place and its bias widened to f32.
-struct Linear {
-  ops::Weight w;           // [out, in]
-  AlignedBuffer<float> b;  // [out], empty when the layer has no bias
-};
-
-struct LayerNorm {
-  AlignedBuffer<float> gamma;  // [n]
-  AlignedBuffer<float> beta;   // [n]
-};
 
 struct Layer {
   LayerNorm norm_ff1, norm_att, norm_conv, norm_ff2, norm_out;  // [d] each
@@ -55,7 +46,7 @@ struct Layer {
   AlignedBuffer<float> pos_bias_u;    // [heads, hd]
   AlignedBuffer<float> pos_bias_v;    // [heads, hd]
   Linear conv_in;                     // [2d, d] pointwise_conv1
-  AlignedBuffer<float> conv_dw;       // [d, k] depthwise taps
+  AlignedBuffer<float> conv_dw;       // [d, K] depthwise taps
   AlignedBuffer<float> conv_dw_bias;  // [d]
   AlignedBuffer<float> bn_scale;      // [d] γ / sqrt(running_var + eps)
   AlignedBuffer<float> bn_shift;      // [d] β − running_mean · bn_scale
@@ -76,9 +67,9 @@ class AudioEncoder {
   static Result<AudioEncoder> Load(const Checkpoint& ckpt, const ConformerConfig& config,
                                    int backbone_hidden);
 
-  // Encodes one clip. mel is [feat_in, F] channels first (as the front end
-  // and the traces store it), F ≤ scratch.max_frames(); out receives
-  // [⌈F/8⌉, H] adapter embeddings. A longer input, or a team larger than the
+  // Encodes one clip. mel is [feat_in, M] channels first (as the front end
+  // and the traces store it), M ≤ scratch.max_frames(); out receives
+  // [⌈M/8⌉, H] adapter embeddings. A longer input, or a team larger than the
   // scratch was sized for, fails before any work. The result does not depend
   // on the team size, bit for bit.
   // Trace names: pre_encode_out [T', d], pos_emb [2T'−1, d], layer{i}_out
@@ -103,17 +94,17 @@ class AudioEncoder {
   int backbone_hidden_ = 0;
   int adapter_hidden_ = 0;
   // Subsampling (`pre_encode.*`): 3×3 taps per channel.
-  AlignedBuffer<float> conv0_w_, conv0_b_;  // [C, 9], [C]   from 1 input channel
-  AlignedBuffer<float> conv2_w_, conv2_b_;  // [C, 9], [C]   depthwise
-  conformer::Linear conv3_;                 // [C, C]         pointwise
-  AlignedBuffer<float> conv5_w_, conv5_b_;  // [C, 9], [C]   depthwise
-  conformer::Linear conv6_;                 // [C, C]         pointwise
-  conformer::Linear pre_out_;               // [d, C·W3]      input index c·W3 + f
+  AlignedBuffer<float> conv0_w_, conv0_b_;  // [Ch, 3·3], [Ch]  from 1 input channel
+  AlignedBuffer<float> conv2_w_, conv2_b_;  // [Ch, 3·3], [Ch]  depthwise
+  Linear conv3_;                            // [Ch, Ch]         pointwise
+  AlignedBuffer<float> conv5_w_, conv5_b_;  // [Ch, 3·3], [Ch]  depthwise
+  Linear conv6_;                            // [Ch, Ch]         pointwise
+  Linear pre_out_;                          // [d, Ch·W3]       input index c·W3 + f
   std::vector<conformer::Layer> layers_;
   // Adapter (`audio_adapter.model.*`).
-  conformer::LayerNorm adapter_norm_;  // [d]
-  conformer::Linear adapter_in_;       // [A, d]
-  conformer::Linear adapter_out_;      // [H, A]
+  LayerNorm adapter_norm_;  // [d]
+  Linear adapter_in_;       // [A, d]
+  Linear adapter_out_;      // [H, A]
 };
 
 // Activations for inputs of up to max_frames mel frames, sized once; one per
@@ -142,12 +133,12 @@ class EncoderScratch {
   int max_threads_ = 1;
   // Subsampling, one band of kBand output frames at a time (time rows of
   // each stage, channels last).
-  AlignedBuffer<float> s1_;    // [4·kBand + 3, W1, C] conv.0 + ReLU
-  AlignedBuffer<float> s2_;    // [2·kBand + 1, W2, C] conv.2
-  AlignedBuffer<float> s2p_;   // [2·kBand + 1, W2, C] conv.3 + ReLU
-  AlignedBuffer<float> s3_;    // [kBand, W3, C]       conv.5
-  AlignedBuffer<float> s3p_;   // [kBand, W3, C]       conv.6 + ReLU
-  AlignedBuffer<float> flat_;  // [kBand, C·W3]        channel-major flatten
+  AlignedBuffer<float> s1_;    // [4·kBand + 3, W1, Ch] conv.0 + ReLU
+  AlignedBuffer<float> s2_;    // [2·kBand + 1, W2, Ch] conv.2
+  AlignedBuffer<float> s2p_;   // [2·kBand + 1, W2, Ch] conv.3 + ReLU
+  AlignedBuffer<float> s3_;    // [kBand, W3, Ch]       conv.5
+  AlignedBuffer<float> s3p_;   // [kBand, W3, Ch]       conv.6 + ReLU
+  AlignedBuffer<float> flat_;  // [kBand, Ch·W3]        channel-major flatten
   // Conformer and adapter.
   AlignedBuffer<float> pe_;    // [2·max_t − 1, d] rows for r = max_t−1 … −(max_t−1)
   AlignedBuffer<float> x_;     // [max_t, d]  residual stream
@@ -167,6 +158,8 @@ class EncoderScratch {
   AlignedBuffer<float> bd_;  // [threads, kQueryBlock, max_t + kQueryBlock − 1]
   // One-thread teams, one per thread, for the per-head matrix products that
   // run inside the team's tasks (a team of 1 runs inline and starts no thread).
+  // A workaround: ops::MatMul always takes a team, and a task must not call
+  // back into its own team nor share one team with another thread.
   std::vector<std::unique_ptr<ThreadTeam>> solo_;
 };
 

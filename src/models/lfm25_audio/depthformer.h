@@ -1,8 +1,8 @@
 // The LFM2.5-Audio depthformer (spec §7; liquid-audio `_sample_audio_frame`):
 // a small RQ-transformer that turns one backbone hidden state into one audio
 // frame of num_codebooks codes, codebook by codebook.
-//   D   = depth_linear(h) + bias                       [C, dim]
-//   x_0 = D[0];  x_k = D[k] + depth_embeddings[k-1].embedding[c_{k-1}]
+//   in  = depth_linear(h) + bias                       [C, D]
+//   x_0 = in[0];  x_k = in[k] + depth_embeddings[k-1].embedding[c_{k-1}]
 //   out_k = Stack(x_k) at position k, K/V cached over 0..k (reset per frame)
 //   logits_k = to_logits_k · RMSNorm(out_k, depth_embeddings[k].embedding_norm)
 //   c_k = sample(logits_k)
@@ -12,9 +12,9 @@
 // interleaved-pair RoPE (position = codebook index), GQA, scale 1/√hd.
 //
 // Depthformer holds the weights (immutable, shared); DepthformerScratch the activations and
-// per-frame K/V of one batched call (a worker's), sized once. Shapes: C = codebooks,
-// D = dim, H = backbone hidden, hd = head dim, Q = heads·hd, KV = kv_heads·hd,
-// F = ffn, V = codebook_vocab.
+// per-frame K/V of one batched call (a worker's), sized once. Shapes (docs/style.md
+// legend): C codebooks, D depthformer dim, H backbone hidden, hd head dim, Q = heads·hd,
+// KV = kv_heads·hd, F ffn, V codebook_vocab, B frame requests in one call.
 #pragma once
 
 #include <cstddef>

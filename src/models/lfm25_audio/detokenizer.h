@@ -1,9 +1,10 @@
 // The LFM2.5-Audio detokenizer: 8 audio codes per 80 ms frame → 24 kHz PCM.
-//   codes [T, 8] → FusedEmbedding (mean of the 8 codebook rows) [T, H]
+//   codes [T, C] → FusedEmbedding (mean of the C = 8 codebook rows) [T, H]
 //   → ×6 nearest repeat [6T, H] → LFM2 stack (sliding-window attention)
 //   → final norm → lin [6T, 1282] → (log|S|, arg S) → irfft 1280 × Hann
 //   → overlap-add / envelope, "same" trim → PCM [1920·T]
-// Reference: liquid-audio `LFM2AudioDetokenizer.forward` (spec §8).
+// Reference: liquid-audio `LFM2AudioDetokenizer.forward` (spec §8). Shapes (docs/style.md legend):
+// T code frames, C codebooks, H the detokenizer's hidden width.
 //
 // Streaming is the only mode: a session takes code frames as they arrive and
 // writes the PCM that became final straight into the caller's span. Decoding a

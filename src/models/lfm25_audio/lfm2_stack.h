@@ -13,7 +13,7 @@
 //                for the most rows a call takes over all the sequences it batches.
 // One Forward runs rows of several sequences at once, each against its own state; the result of
 // every row is bit-identical to running its sequence alone (the MatMul contract, ops.h).
-// Shapes: H hidden, F ffn, hd head dim, Q = heads·hd, KV = kv_heads·hd, K conv kernel,
+// Shapes (docs/style.md legend): H hidden, F ffn, hd head dim, Q = heads·hd, KV = kv_heads·hd, K conv kernel,
 // R rows in a call (over all its sequences).
 #pragma once
 

@@ -4,13 +4,13 @@
 //   wave [N] (mono, config.sample_rate)
 //   → pre-emphasis  y[0] = x[0], y[n] = x[n] − 0.97·x[n−1]
 //   → STFT: center=True zero padding n_fft/2, hop, symmetric Hann(win_length) centred in n_fft
-//     frames F = 1 + floor(N / hop)
+//     frames M = 1 + floor(N / hop)
 //   → power |X|² computed as sqrt(re² + im²)², in that order (as NeMo; keeps the rounding)
 //   → mel = FB · power, FB = librosa Slaney filterbank (htk=False, fmin 0, fmax sr/2, norm "slaney")
 //   → log(mel + 2^-24)
 //   → per mel bin, over the L = floor(N / hop) valid frames: (x − mean) / (unbiased std + 1e-5)
 //   → frames t ≥ L set to pad_value (0): the last frame, always
-//   mel [n_mels, F] row-major, and L.
+//   mel [n_mels, M] row-major, and L (M mel frames, as in the docs/style.md legend).
 //
 // Differences from the reference are rounding only: the FFT is lfmvox's (dsp/fft.h), and the mel
 // product and the normalisation statistics are accumulated in double.
@@ -44,8 +44,8 @@ inline constexpr float kMelMaxAbsSample = 1e6f;
 
 struct MelFeatures {
   std::vector<float> mel;   // [n_mels, frames], row-major
-  size_t frames = 0;        // F = 1 + floor(N / hop): what the encoder consumes (zeroed last frame included)
-  size_t valid_frames = 0;  // L = floor(N / hop) = F − 1: the preprocessor's returned length
+  size_t frames = 0;        // M = 1 + floor(N / hop): what the encoder consumes (zeroed last frame included)
+  size_t valid_frames = 0;  // L = floor(N / hop) = M − 1: the preprocessor's returned length
 };
 
 // Filterbank and window (immutable, built in Create) plus the FFT plan and per-frame scratch, so one
@@ -94,7 +94,7 @@ class LogMelFrontEnd {
   AlignedBuffer<float> power_;             // [bins]
 };
 
-// Positions an audio clip takes in the LLM: E = ceil(F / subsampling_factor) for F mel frames
+// Positions an audio clip takes in the LLM: T' = ceil(M / subsampling_factor) for M mel frames
 // (liquid-audio's mel2emb_len(l) = −(l // −8), with the encoder's subsampling_factor 8; its docstring
 // says floor, the formula is ceil). A factor of 0 (an invalid config) gives 0.
 size_t Mel2EmbLen(size_t mel_frames, size_t subsampling_factor);

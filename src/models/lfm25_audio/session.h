@@ -150,8 +150,8 @@ class Lfm25Worker {
   // Audio input.
   std::optional<LogMelFrontEnd> mel_;    // the front end (its FFT plan and per-frame scratch)
   std::unique_ptr<EncoderScratch> enc_;  // encoder activations for clips up to max_clip_seconds
-  MelFeatures features_;                 // the last clip's mel [n_mels, F]
-  AlignedBuffer<float> clip_;            // [max E, H] the last clip's adapter output
+  MelFeatures features_;                 // the last clip's mel [n_mels, M]
+  AlignedBuffer<float> clip_;            // [max T', H] the last clip's adapter output
 };
 
 struct SessionOptions {
@@ -182,8 +182,8 @@ class Lfm25Session {
   // AUDIO_IN positions: the audio encoder's (adapter's) output rows [rows, H].
   Status AppendAudioIn(std::span<const float> embeddings);
   // An audio clip: downmixed, resampled to the front end's rate, log-mel,
-  // encoder and adapter, then ceil(F/8) AUDIO_IN positions. `sink` receives
-  // the front end's "mel" [n_mels, F] and the encoder's traces. Cancel() stops
+  // encoder and adapter, then T' = ceil(M/8) AUDIO_IN positions. `sink` receives
+  // the front end's "mel" [n_mels, M] and the encoder's traces. Cancel() stops
   // the encoder between layers (the history is then unchanged).
   Status AppendAudio(const AudioBuffer& audio, ThreadTeam& team, TraceSink* sink = nullptr);
   Status StartConversation();               // <|startoftext|>
