@@ -1,6 +1,6 @@
 // How the detokenizer's FFT was chosen: µs per 1280-point inverse real FFT for
 // lfmvox's RealFft, kissfft (if found at configure time) and an O(n²) DFT,
-// plus the rest of one iSTFT frame (polar conversion, whole PushFrame).
+// plus the rest of one iSTFT frame (polar conversion, whole Step).
 //
 //   bench_fft            # prints a table; single thread
 //
@@ -166,11 +166,11 @@ int main() {
   if (!istft.Init(n, 320, window).ok()) return 1;
   std::vector<float> pcm(istft.max_output());
   const Timing push = MicrosPerCall([&] {
-    istft.PushFrame(log_mag.data(), phase.data(), pcm.data());
+    istft.Step(log_mag.data(), phase.data(), pcm.data());
     g_sink = pcm[7];
   });
-  Row("StreamingIstft::PushFrame (all of it)", push);
-  std::printf("(PushFrame: %.0fx real time; a frame is 320 samples = 13.3 ms at 24 kHz)\n",
+  Row("StreamingIstft::Step (all of it)", push);
+  std::printf("(Step: %.0fx real time; a frame is 320 samples = 13.3 ms at 24 kHz)\n",
               320.0 / 24000.0 * 1e6 / push.best);
   return 0;
 }

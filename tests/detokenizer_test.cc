@@ -1,7 +1,8 @@
 // Parity of the LFM2.5 detokenizer with the oracle traces
 // tests/data/lfm25_detok/traces/detok__T{1,3,7,45}__*.npy and detok__turns__*,
-// streaming == batch, A→B→A, and error handling. Tolerances are measured by
-// the oracle (not derived), its README's (max|port − oracle| ≤ k·max|oracle|): k = 5e-5 for the stack and the
+// streaming == batch, A→B→A, several streams in one StepStreams pass == each
+// alone (bit for bit), and error handling. Tolerances are measured by the
+// oracle (not derived), its README's (max|port − oracle| ≤ k·max|oracle|): k = 5e-5 for the stack and the
 // head, 1e-4 for the inverse-STFT frames and PCM (about 10× the observed
 // float32-vs-float64 spread of each group).
 #include "models/lfm25_audio/detokenizer.h"
@@ -197,6 +198,136 @@ TEST(Detokenizer, TurnsAThenBThenA) {
     EXPECT_LE(d.rel(), kPcmTol) << name;
     EXPECT_GE(SnrDb(pcm->data(), ref, 0, ref.size()), 100.0) << name;
   }
+}
+
+// The frames of `codes` rotated by `shift` frames: a different, still valid code sequence.
+std::vector<int32_t> Rotated(const std::vector<int32_t>& codes, size_t shift) {
+  std::vector<int32_t> r(codes.size());
+  const size_t frames = codes.size() / 8;
+  for (size_t f = 0; f < frames; ++f)
+    std::copy_n(codes.data() + ((f + shift) % frames) * 8, 8, r.data() + f * 8);
+  return r;
+}
+
+// Four streams on one scratch, one StepStreams call per tick over the oracle codes
+// detok__T45__codes and detok__T7__codes and rotated copies: stream 0 from tick 0, stream 1 joins
+// at tick 3, flushes after its 7 frames and restarts the same state with new codes, stream 2 joins
+// at tick 5 and takes two frames per tick, stream 3 joins at tick 20. Each stream's PCM (every
+// segment, tail included) equals that segment decoded alone by its own session, bit for bit.
+TEST(Detokenizer, StepStreamsEqualsEachStreamAlone) {
+  const std::vector<int32_t> t45 = FrameMajor(LoadTrace("lfm25_detok/traces/detok__T45__codes.npy"));
+  const std::vector<int32_t> t7 = FrameMajor(LoadTrace("lfm25_detok/traces/detok__T7__codes.npy"));
+  struct Stream {
+    size_t start;                                // tick it joins
+    size_t per_tick;                             // frames it takes per tick
+    std::vector<std::vector<int32_t>> segments;  // code sequences, flushed after each
+    std::vector<std::vector<float>> pcm;         // what StepStreams produced, per segment
+    size_t segment = 0, frame = 0;
+  };
+  std::vector<Stream> streams = {
+      {0, 1, {t45}, {}},
+      {3, 1, {t7, Rotated(t45, 20)}, {}},
+      {5, 2, {Rotated(t45, 11)}, {}},
+      {20, 1, {Rotated(t7, 3)}, {}},
+  };
+  const Lfm25Detokenizer& m = Model();
+  ThreadTeam team(2);
+  auto scratch = Lfm25DetokenizerScratch::Create(m, 2, streams.size(), 2);
+  ASSERT_TRUE(scratch.ok()) << scratch.status().ToString();
+  std::vector<Lfm25DetokenizerState> states;
+  for (size_t i = 0; i < streams.size(); ++i) {
+    auto st = Lfm25DetokenizerState::Create(m, 2);
+    ASSERT_TRUE(st.ok());
+    states.push_back(std::move(st).value());
+    streams[i].pcm.resize(streams[i].segments.size());
+  }
+  std::vector<std::vector<float>> out(streams.size(), std::vector<float>(2 * 1920));
+  size_t max_batch = 0;
+  for (size_t tick = 0;; ++tick) {
+    std::vector<Lfm25DetokenizerRequest> requests;
+    std::vector<size_t> who;
+    for (size_t i = 0; i < streams.size(); ++i) {
+      Stream& s = streams[i];
+      if (tick < s.start || s.segment == s.segments.size()) continue;
+      const std::vector<int32_t>& codes = s.segments[s.segment];
+      const size_t n = std::min(s.per_tick, codes.size() / 8 - s.frame);
+      requests.push_back({&states[i], {codes.data() + s.frame * 8, n * 8}, out[i], 0});
+      who.push_back(i);
+    }
+    if (requests.empty()) break;
+    max_batch = std::max(max_batch, requests.size());
+    const Status st = StepStreams(m, requests, *scratch, team);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    for (size_t r = 0; r < requests.size(); ++r) {
+      Stream& s = streams[who[r]];
+      std::vector<float>& pcm = s.pcm[s.segment];
+      pcm.insert(pcm.end(), out[who[r]].begin(), out[who[r]].begin() + requests[r].written);
+      s.frame += requests[r].codes.size() / 8;
+      if (s.frame == s.segments[s.segment].size() / 8) {  // end of this segment: flush, maybe restart
+        std::vector<float> tail(m.tail_samples());
+        Result<size_t> n = Flush(m, states[who[r]], tail);
+        ASSERT_TRUE(n.ok());
+        EXPECT_EQ(states[who[r]].frames(), 0u);
+        pcm.insert(pcm.end(), tail.begin(), tail.begin() + *n);
+        ++s.segment;
+        s.frame = 0;
+      }
+    }
+  }
+  EXPECT_EQ(max_batch, 4u);
+
+  ThreadTeam one(1);
+  for (size_t i = 0; i < streams.size(); ++i) {
+    for (size_t g = 0; g < streams[i].segments.size(); ++g) {
+      auto alone = Lfm25DetokenizerSession::Create(m, 1, 1);
+      ASSERT_TRUE(alone.ok());
+      const std::vector<float> want = DecodeAll(**alone, streams[i].segments[g], 1, one);
+      const std::vector<float>& got = streams[i].pcm[g];
+      ASSERT_EQ(got.size(), streams[i].segments[g].size() / 8 * 1920) << "stream " << i << " segment " << g;
+      ASSERT_EQ(got.size(), want.size());
+      EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * 4), 0)
+          << "stream " << i << " segment " << g;
+    }
+  }
+  // The first stream is also the oracle's detok__T45__pcm.
+  const std::vector<float> ref = LoadTrace("lfm25_detok/traces/detok__T45__pcm.npy").ToFloat();
+  ASSERT_EQ(streams[0].pcm[0].size(), ref.size());
+  EXPECT_LE(Compare(streams[0].pcm[0].data(), ref).rel(), kPcmTol);
+}
+
+// StepStreams validates every request before it changes any stream.
+TEST(Detokenizer, StepStreamsRejectsWithoutSideEffects) {
+  const Lfm25Detokenizer& m = Model();
+  ThreadTeam team(1), three(3);
+  auto scratch = Lfm25DetokenizerScratch::Create(m, 1, 2, 1);
+  auto a = Lfm25DetokenizerState::Create(m, 1);
+  auto b = Lfm25DetokenizerState::Create(m, 1);
+  auto c = Lfm25DetokenizerState::Create(m, 1);
+  auto wide = Lfm25DetokenizerState::Create(m, 4);  // rings for 4 frames per call: too long for the scratch
+  ASSERT_TRUE(scratch.ok() && a.ok() && b.ok() && c.ok() && wide.ok());
+  std::vector<int32_t> good(8, 5), bad(8, 5);
+  bad[6] = 4096;
+  std::vector<float> pa(1920), pb(1920), pc(1920);
+  auto run = [&](std::vector<Lfm25DetokenizerRequest> r, ThreadTeam& t) {
+    return StepStreams(m, r, *scratch, t);
+  };
+  EXPECT_FALSE(run({{&*a, good, pa}, {&*b, bad, pb}}, team).ok());   // bad code in the second
+  EXPECT_FALSE(run({{&*a, good, pa}, {&*a, good, pb}}, team).ok());  // a state twice
+  EXPECT_FALSE(run({{&*a, good, pa}, {&*b, good, pb}, {&*c, good, pc}}, team).ok());  // > max_streams
+  EXPECT_FALSE(run({{&*a, good, pa}, {&*wide, good, pb}}, team).ok());                // rings > scratch
+  EXPECT_FALSE(run({{&*a, good, pa}, {&*b, good, {pb.data(), 100}}}, team).ok());     // no room
+  EXPECT_FALSE(run({{&*a, good, pa}}, three).ok());                                   // team > scratch
+  EXPECT_EQ(a->frames(), 0u);
+  EXPECT_EQ(b->frames(), 0u);
+  // Then the same states run normally, and an empty request is skipped.
+  std::vector<Lfm25DetokenizerRequest> ok = {{&*a, good, pa}, {&*b, {}, pb}};
+  ASSERT_TRUE(StepStreams(m, ok, *scratch, team).ok());
+  EXPECT_EQ(ok[0].written, 1440u);
+  EXPECT_EQ(ok[1].written, 0u);
+  EXPECT_EQ(a->frames(), 1u);
+  EXPECT_EQ(b->frames(), 0u);
+  Reset(*a);
+  EXPECT_EQ(a->frames(), 0u);
 }
 
 TEST(Detokenizer, RejectsBadCodesWithoutSideEffects) {

@@ -94,7 +94,7 @@ int StreamingIstft::Emit(size_t count, float* out) {
   return static_cast<int>(count - skip);
 }
 
-int StreamingIstft::PushFrame(const float* log_mag, const float* phase, float* out) {
+int StreamingIstft::Step(const float* log_mag, const float* phase, float* out) {
   SynthesizeFrame(log_mag, phase, frame_.data());
   float* y = ola_.data();
   float* env = env_.data();
@@ -138,7 +138,7 @@ Result<IstftBatchOutput> IstftBatch(const float* log_mag, const float* phase, si
   r.frames.resize(n_frames * n_fft);
   r.ola.assign(len, 0.0f);
   r.envelope.assign(len, 0.0f);
-  // Same operations, in the same order, as PushFrame: frames are added in
+  // Same operations, in the same order, as Step: frames are added in
   // time order onto zero, so every sum matches the streaming one bit for bit.
   for (size_t t = 0; t < n_frames; ++t) {
     float* f = r.frames.data() + t * n_fft;

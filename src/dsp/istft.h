@@ -32,8 +32,10 @@ namespace lfmvox::dsp {
 // bit for bit the batch output (IstftBatch): the same float operations run in
 // the same order.
 //
-// One object per stream (it owns its FFT scratch). Init allocates; PushFrame,
-// Flush and Reset do not.
+// The streaming contract of every stage: Step takes the next frame and writes
+// what became final, Flush writes what is held back and leaves the stream
+// fresh, Reset drops the stream. One object per stream (it owns its FFT
+// scratch). Init allocates; Step, Flush and Reset do not.
 class StreamingIstft {
  public:
   StreamingIstft() = default;
@@ -52,14 +54,14 @@ class StreamingIstft {
   size_t bins() const { return n_fft_ / 2 + 1; }
   // Samples trimmed at each end of the stream; also the most Flush emits.
   size_t pad() const { return (n_fft_ - hop_) / 2; }
-  // The most samples one PushFrame or Flush writes: max(hop, pad).
+  // The most samples one Step or Flush writes: max(hop, pad).
   size_t max_output() const { return hop_ > pad() ? hop_ : pad(); }
   size_t frames_pushed() const { return frames_; }
 
   // Takes one frame: log_mag and phase, [bins()] each. Writes the samples that
   // became final (between 0 and hop) to out, which must hold hop() floats, and
   // returns their count. Requires a successful Init.
-  int PushFrame(const float* log_mag, const float* phase, float* out);
+  int Step(const float* log_mag, const float* phase, float* out);
 
   // Ends the stream: writes the last pad() samples to out, which must hold
   // pad() floats, returns their count, and resets the stream. Fewer come out

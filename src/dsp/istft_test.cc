@@ -123,7 +123,7 @@ std::vector<float> Stream(StreamingIstft& istft, const std::vector<float>& lin, 
   std::vector<float> pcm, chunk(istft.max_output());
   for (size_t t = 0; t < n_frames; ++t) {
     const float* row = lin.data() + t * kRow;
-    const int got = istft.PushFrame(row, row + kBins, chunk.data());
+    const int got = istft.Step(row, row + kBins, chunk.data());
     if (counts) counts->push_back(got);
     pcm.insert(pcm.end(), chunk.begin(), chunk.begin() + got);
   }
@@ -183,7 +183,7 @@ TEST_P(DetokTrace, MatchesOracle) {
     }
     EXPECT_EQ(counts.back(), static_cast<int>(kPad));
 
-    // Streaming == batch bit for bit: PushFrame and IstftBatch run the same
+    // Streaming == batch bit for bit: Step and IstftBatch run the same
     // float operations in the same order.
     EXPECT_EQ(std::memcmp(pcm.data(), batch->pcm.data(), pcm.size() * sizeof(float)), 0);
 
@@ -235,7 +235,7 @@ TEST(StreamingIstft, ResetRestartsTheStream) {
   const std::vector<float> second = Stream(istft, lin, n_frames);
   float chunk[kHop];
   for (size_t t = 20; t < 29; ++t) {  // part of a stream, abandoned
-    istft.PushFrame(lin.data() + t * kRow, lin.data() + t * kRow + kBins, chunk);
+    istft.Step(lin.data() + t * kRow, lin.data() + t * kRow + kBins, chunk);
   }
   EXPECT_EQ(istft.frames_pushed(), 9u);
   istft.Reset();
@@ -248,7 +248,7 @@ TEST(StreamingIstft, ResetRestartsTheStream) {
   EXPECT_EQ(std::memcmp(first.data(), third.data(), first.size() * sizeof(float)), 0);
 }
 
-// PushFrame and Flush allocate nothing (operator new is counted above; the
+// Step and Flush allocate nothing (operator new is counted above; the
 // library's own buffers are all sized in Init).
 TEST(StreamingIstft, NoAllocationAfterInit) {
   const std::vector<float> window = LoadWindow();
@@ -260,7 +260,7 @@ TEST(StreamingIstft, NoAllocationAfterInit) {
   g_allocations = 0;
   g_count_allocations = true;
   for (size_t t = 0; t < 42; ++t) {
-    total += istft.PushFrame(lin.data() + t * kRow, lin.data() + t * kRow + kBins, out.data());
+    total += istft.Step(lin.data() + t * kRow, lin.data() + t * kRow + kBins, out.data());
   }
   total += istft.Flush(out.data());
   istft.Reset();
