@@ -59,7 +59,7 @@ const DetokenizerModel& DetokenizerStream::model() const { return *impl_->model;
 Result<size_t> DetokenizerStream::Step(std::span<const int32_t> codes, std::span<float> pcm) {
   EngineCore& core = *impl_->engine->impl_;
   std::lock_guard lock(core.mu);  // the engine's pool runs one step at a time
-  return impl_->session->Decode(codes, pcm, core.team);
+  return impl_->session->Step(codes, pcm, core.team);
 }
 
 Result<size_t> DetokenizerStream::Flush(std::span<float> pcm) { return impl_->session->Flush(pcm); }

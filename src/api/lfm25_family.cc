@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "api/engine_core.h"
@@ -22,18 +23,15 @@ const std::string kDefaultVoice = "US female";
 
 Sampling ToSampling(const SamplingParams& p) { return {p.temperature, p.top_k}; }
 
-// Turns generated items into the caller's callbacks, decoding speech on the way.
+// Turns generated items into the caller's callbacks. Speech frames are not
+// decoded here: the frame waits in `pending` until the step is over, when the
+// family's Step decodes every session's frame in one batched detokenizer pass
+// (Deliver), so sessions share that pass too.
 class Bridge final : public GenerationSink {
  public:
-  Bridge(const Tokenizer& tok, const OutputCallbacks& out, Lfm25DetokenizerSession* detok, ThreadTeam& team,
-         std::vector<float>& pcm, std::vector<int32_t>& clamped, int codebook_size)
-      : text_(tok),
-        out_(out),
-        detok_(detok),
-        team_(team),
-        pcm_(pcm),
-        clamped_(clamped),
-        codebook_size_(codebook_size) {
+  Bridge(const Lfm25AudioModel& model, const OutputCallbacks& out, Lfm25DetokenizerState* detok,
+         std::vector<float>& pcm, std::vector<int32_t>& clamped)
+      : model_(model), text_(model.tokenizer()), out_(out), detok_(detok), pcm_(pcm), clamped_(clamped) {
     piece_.reserve(256);
   }
 
@@ -51,42 +49,60 @@ class Bridge final : public GenerationSink {
     // A non-final frame may still carry the end-of-audio code on codebooks
     // 1..7; the detokenizer has no row for it (liquid-audio's decode would
     // raise). Like the ONNX port, decode it as the last real code.
-    for (size_t k = 0; k < codes.size(); ++k) clamped_[k] = std::min(codes[k], codebook_size_ - 1);
-    LFM_ASSIGN_OR_RETURN(const size_t n, detok_->Decode(clamped_, pcm_, team_));
+    const int32_t last = model_.detokenizer()->config().codebook_size - 1;
+    for (size_t k = 0; k < codes.size(); ++k) clamped_[k] = std::min(codes[k], last);
+    pending_ = true;
+    return Status::Ok();
+  }
+
+  // The frame of this step to decode, if any (taken: the next call returns false).
+  bool TakePending() { return std::exchange(pending_, false); }
+  // The samples the batched pass wrote for this session's frame.
+  Status Deliver(size_t n) {
     samples_ += n;
     return n ? out_.on_pcm({pcm_.data(), n}) : Status::Ok();
   }
 
   // Ends the current stretch of speech: the detokenizer's tail, then a fresh stream.
   Status FlushSpeech() {
-    if (!out_.on_pcm || detok_->frames_decoded() == 0) return Status::Ok();
-    LFM_ASSIGN_OR_RETURN(const size_t n, detok_->Flush(pcm_));
-    samples_ += n;
-    return n ? out_.on_pcm({pcm_.data(), n}) : Status::Ok();
+    if (!out_.on_pcm || detok_->frames() == 0) return Status::Ok();
+    LFM_ASSIGN_OR_RETURN(const size_t n, Flush(*model_.detokenizer(), *detok_, pcm_));
+    return Deliver(n);
   }
 
   size_t samples() const { return samples_; }
+  std::span<const int32_t> frame() const { return clamped_; }
+  std::span<float> pcm() { return pcm_; }
+  Lfm25DetokenizerState* detok() { return detok_; }
 
  private:
+  const Lfm25AudioModel& model_;
   Tokenizer::StreamDecoder text_;
   const OutputCallbacks& out_;
-  Lfm25DetokenizerSession* detok_;
-  ThreadTeam& team_;
+  Lfm25DetokenizerState* detok_;
   std::vector<float>& pcm_;
   std::vector<int32_t>& clamped_;
-  int codebook_size_;
   std::string piece_;
+  bool pending_ = false;
   size_t samples_ = 0;
 };
+
+class Lfm25FamilySession;
 
 // The engine's worker for this model: the step scratch every session shares.
 class Lfm25FamilyWorker final : public FamilyWorker {
  public:
-  explicit Lfm25FamilyWorker(std::shared_ptr<Lfm25Worker> w, size_t max_batch) : worker(std::move(w)) {
+  Lfm25FamilyWorker(std::shared_ptr<Lfm25Worker> w, Lfm25DetokenizerScratch d, size_t max_batch)
+      : worker(std::move(w)), detok(std::move(d)) {
     sessions.reserve(max_batch);
+    speaking.reserve(max_batch);
+    requests.reserve(max_batch);
   }
-  std::shared_ptr<Lfm25Worker> worker;
-  std::vector<Lfm25Session*> sessions;  // one step's batch
+  std::shared_ptr<Lfm25Worker> worker;        // backbone, head, depthformer and encoder scratch
+  Lfm25DetokenizerScratch detok;              // one frame per session, max_batch sessions
+  std::vector<Lfm25Session*> sessions;        // one step's batch
+  std::vector<Lfm25FamilySession*> speaking;  // those with a frame to decode
+  std::vector<Lfm25DetokenizerRequest> requests;
 };
 
 class Lfm25FamilySession final : public FamilySession {
@@ -107,7 +123,8 @@ class Lfm25FamilySession final : public FamilySession {
     so.worker = w->worker;
     LFM_ASSIGN_OR_RETURN(s->session_, Lfm25Session::Create(model, so));
     const Lfm25Detokenizer* detok = model.detokenizer();
-    LFM_ASSIGN_OR_RETURN(s->detok_, Lfm25DetokenizerSession::Create(*detok, 1, core.options.threads));
+    LFM_ASSIGN_OR_RETURN(Lfm25DetokenizerState state, Lfm25DetokenizerState::Create(*detok, 1));
+    s->detok_.emplace(std::move(state));
     s->pcm_.resize(static_cast<size_t>(detok->config().samples_per_frame()));
     s->clamped_.resize(static_cast<size_t>(detok->config().num_codebooks));
     return std::unique_ptr<FamilySession>(std::move(s));
@@ -141,8 +158,7 @@ class Lfm25FamilySession final : public FamilySession {
     o.audio = SamplingParams{options.audio.temperature, options.audio.top_k, 1.0f, 0};
     out_ = out;
     detok_->Reset();  // every assistant turn starts a fresh speech stream
-    bridge_.emplace(model_.tokenizer(), out_, detok_.get(), core_.team, pcm_, clamped_,
-                    model_.detokenizer()->config().codebook_size);
+    bridge_.emplace(model_, out_, &*detok_, pcm_, clamped_);
     turn_start_ = session_->positions();
     Status s = session_->BeginGeneration(o, *bridge_);
     if (!s.ok()) bridge_.reset();
@@ -207,14 +223,15 @@ class Lfm25FamilySession final : public FamilySession {
   }
 
   Lfm25Session* session() { return session_.get(); }
+  Bridge* bridge() { return bridge_ ? &*bridge_ : nullptr; }
 
  private:
   const Lfm25AudioModel& model_;
   EngineCore& core_;
   std::shared_ptr<FamilyWorker> worker_;  // the engine's worker, kept alive while the session is
   std::unique_ptr<Lfm25Session> session_;
-  std::unique_ptr<Lfm25DetokenizerSession> detok_;
-  std::vector<float> pcm_;        // [samples_per_frame] one frame's PCM
+  std::optional<Lfm25DetokenizerState> detok_;  // the speech decoder's stream
+  std::vector<float> pcm_;                      // [samples_per_frame] one frame's PCM
   std::vector<int32_t> clamped_;  // [num_codebooks] a frame's codes as the detokenizer takes them
   OutputCallbacks out_;           // the running generation's callbacks
   std::optional<Bridge> bridge_;  // items → callbacks and speech, for the running generation
@@ -269,7 +286,10 @@ class Lfm25FamilyModel final : public FamilyModel {
                                   .max_context = static_cast<size_t>(m_->config().lfm.max_positions),
                                   .threads = o.threads,
                                   .max_clip_seconds = o.max_clip_seconds}));
-    return std::shared_ptr<FamilyWorker>(std::make_shared<Lfm25FamilyWorker>(std::move(w), o.max_batch));
+    LFM_ASSIGN_OR_RETURN(Lfm25DetokenizerScratch d,
+                         Lfm25DetokenizerScratch::Create(*m_->detokenizer(), 1, o.max_batch, o.threads));
+    return std::shared_ptr<FamilyWorker>(std::make_shared<Lfm25FamilyWorker>(
+        std::shared_ptr<Lfm25Worker>(std::move(w)), std::move(d), o.max_batch));
   }
 
   Result<std::unique_ptr<FamilySession>> CreateSession(const ConversationOptions& options, EngineCore& core,
@@ -282,7 +302,27 @@ class Lfm25FamilyModel final : public FamilyModel {
     auto& w = static_cast<Lfm25FamilyWorker&>(worker);
     w.sessions.clear();
     for (FamilySession* s : sessions) w.sessions.push_back(static_cast<Lfm25FamilySession*>(s)->session());
-    return StepSessions(w.sessions, *w.worker, team);
+    LFM_RETURN_IF_ERROR(StepSessions(w.sessions, *w.worker, team));
+    // The frames of this step, decoded together: one detokenizer pass for every speaking session.
+    w.speaking.clear();
+    w.requests.clear();
+    for (FamilySession* fs : sessions) {
+      auto* s = static_cast<Lfm25FamilySession*>(fs);
+      Bridge* b = s->bridge();
+      if (b == nullptr || !b->TakePending()) continue;
+      w.speaking.push_back(s);
+      w.requests.push_back({b->detok(), b->frame(), b->pcm(), 0});
+    }
+    if (w.requests.empty()) return Status::Ok();
+    if (Status st = StepStreams(*m_->detokenizer(), w.requests, w.detok, team); !st.ok()) {
+      for (Lfm25FamilySession* s : w.speaking) s->session()->Abort(st);
+      return Status::Ok();
+    }
+    for (size_t i = 0; i < w.speaking.size(); ++i) {
+      Status st = w.speaking[i]->bridge()->Deliver(w.requests[i].written);
+      if (!st.ok()) w.speaking[i]->session()->Abort(std::move(st));
+    }
+    return Status::Ok();
   }
 
  private:

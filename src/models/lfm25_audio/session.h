@@ -216,6 +216,9 @@ class Lfm25Session {
   // call in progress returns a kCancelled status (generation: result.cancelled);
   // the flag clears when the next call starts.
   void Cancel() { cancel_.store(true, std::memory_order_relaxed); }
+  // Stops the generation with `status` (a consumer of its items failed after the step); the
+  // first error is the one generation_status() keeps.
+  void Abort(Status status) { Finish(std::move(status)); }
 
   // Keeps the first `positions` positions of the history and drops the rest
   // (barge-in: the model should remember only what the listener heard). The
