@@ -160,7 +160,7 @@ Status SampleAudioFrames(const Depthformer& m, std::span<const DepthRequest> req
   const size_t hd = static_cast<size_t>(c.head_dim);
   const size_t heads = static_cast<size_t>(c.heads), kv_heads = static_cast<size_t>(c.kv_heads);
   const size_t Q = heads * hd, KV = kv_heads * hd, QKV = Q + 2 * KV;
-  const size_t F = static_cast<size_t>(c.ffn), V = static_cast<size_t>(c.codebook_vocab);
+  const size_t V = static_cast<size_t>(c.codebook_vocab);
   const size_t H = static_cast<size_t>(m.backbone_hidden_);
   if (st.model_ != &m)
     return InvalidArgument("this DepthformerScratch was created for a different depthformer");
