@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "blocks/weights.h"
+#include "threading/stage_policy.h"
 #include "threading/thread_team.h"
 
 namespace lfmvox {
@@ -95,6 +96,7 @@ Result<size_t> Lfm25DetokenizerSession::Decode(std::span<const int32_t> codes, s
                                        frames_ + i / cb, i % cb, c.codebook_size));
     }
   }
+  const StageTimer timer(mode_, team, static_cast<double>(frames));  // parallel or inline, by measure
   size_t written = 0;
   for (size_t f = 0; f < frames; f += max_frames_) {
     const size_t n = std::min(max_frames_, frames - f);

@@ -23,6 +23,7 @@
 #include "io/safetensors.h"
 #include "models/lfm25_audio/config.h"
 #include "models/lfm25_audio/lfm2_stack.h"
+#include "threading/stage_policy.h"
 
 namespace lfmvox {
 
@@ -98,6 +99,7 @@ class Lfm25DetokenizerSession {
   AlignedBuffer<float> fused_;  // [max_frames, H]
   AlignedBuffer<float> x_;      // [max_frames·upsample, H] residual stream
   AlignedBuffer<float> head_;   // [max_frames·upsample, output_size]
+  AdaptiveMode mode_;           // Decode in parallel or inline (threading/stage_policy.h)
 };
 
 }  // namespace lfmvox

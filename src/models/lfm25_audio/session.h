@@ -138,6 +138,9 @@ class Lfm25Worker {
   WorkerOptions options_;
   Lfm2Scratch backbone_;
   DepthformerScratch depth_;
+  // Backbone passes in parallel or inline, by measure (threading/stage_policy.h): Prefill's and
+  // StepSessions' apart, as their rows per call differ.
+  AdaptiveMode prefill_mode_, step_mode_;
   AlignedBuffer<float> x_;       // [max_rows, H] embeddings of the rows being run
   AlignedBuffer<float> h_;       // [max_batch, H] final-normed hidden state of each session's last row
   AlignedBuffer<float> ht_;      // [max_batch, H] those of the text sessions, gathered for the head
