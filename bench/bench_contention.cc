@@ -2,11 +2,13 @@
 // a competing busy process (a forked child spinning on one core), one JSON
 // line per configuration. On a 2-core machine with one core held by the
 // competitor, 2 threads should never be slower than 1 (ratio_vs_1thread ≤ 1).
-//   bench_contention [--model DIR] [--reps N]
+//   bench_contention [--model DIR] [--reps N] [--warmup N] [--adaptive 0|1]
 // Stages: backbone decode step (AppendTokens 1 + Prefill + TextLogits),
 // depthformer frame (SampleAudioFrame), detokenizer frame (one 80 ms frame
 // streamed), and a bf16 MatMul [2048, 8192] · x (kernel only). Each figure is
-// the median of N timed repeats after one warm-up.
+// the median of N timed repeats after `warmup` untimed ones (default 12:
+// enough for the stages' AdaptiveMode, threading/stage_policy.h, to probe
+// both modes; --adaptive 0 switches that policy off, for comparison).
 // Without --model it writes a real-size checkpoint to a temp folder once.
 #include <sched.h>
 #include <signal.h>
@@ -28,6 +30,7 @@
 #include "models/lfm25_audio/detokenizer.h"
 #include "models/lfm25_audio/session.h"
 #include "ops/ops.h"
+#include "threading/stage_policy.h"
 #include "threading/thread_team.h"
 #include "tools/checkpoint_gen.h"
 
@@ -90,9 +93,9 @@ class Competitor {
   pid_t pid_ = -1;
 };
 
-// Median seconds of one call of `unit` over `reps` repeats (after one warm-up).
-double MedianSeconds(int reps, const std::function<void()>& unit) {
-  unit();
+// Median seconds of one call of `unit` over `reps` repeats (after `warmup` untimed ones).
+double MedianSeconds(int warmup, int reps, const std::function<void()>& unit) {
+  for (int i = 0; i < warmup; ++i) unit();
   std::vector<double> t;
   for (int r = 0; r < reps; ++r) {
     const double t0 = Now();
@@ -112,13 +115,18 @@ int Fail(const Status& s) {
 
 int main(int argc, char** argv) {
   std::string dir;
-  int reps = 9;
+  int reps = 9, warmup = 12;
+  bool adaptive = true;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i];
     if (k == "--model")
       dir = argv[i + 1];
     else if (k == "--reps")
       reps = std::max(1, std::atoi(argv[i + 1]));
+    else if (k == "--warmup")
+      warmup = std::max(1, std::atoi(argv[i + 1]));
+    else if (k == "--adaptive")
+      adaptive = std::atoi(argv[i + 1]) != 0;
   }
   if (dir.empty()) {
     dir = (std::filesystem::temp_directory_path() / "lfmvox_bench_real").string();
@@ -126,13 +134,17 @@ int main(int argc, char** argv) {
         dir, std::string(LFMVOX_SOURCE_DIR) + "/tests/data/tokenizer/tokenizer.json");
     if (!s.ok()) return Fail(s);
   }
+  StageTimer::set_enabled(adaptive);
   auto model = Lfm25AudioModel::Load(dir);
   if (!model.ok()) return Fail(model.status());
   const Lfm2Backbone& bb = (*model)->backbone();
   const Lfm25Detokenizer* detok = (*model)->detokenizer();
   if (detok == nullptr) return Fail(NotFound("the model has no audio_detokenizer/"));
-  std::printf("{\"cpu\":\"%s\",\"simd\":\"%s\",\"online_cpus\":%ld,\"reps\":%d}\n", CpuModel().c_str(),
-              ops::ChosenTarget(), sysconf(_SC_NPROCESSORS_ONLN), reps);
+  std::printf(
+      "{\"cpu\":\"%s\",\"simd\":\"%s\",\"online_cpus\":%ld,\"reps\":%d,\"warmup\":%d,"
+      "\"adaptive\":%s}\n",
+      CpuModel().c_str(), ops::ChosenTarget(), sysconf(_SC_NPROCESSORS_ONLN), reps, warmup,
+      adaptive ? "true" : "false");
   std::fflush(stdout);
 
   // The teams, as an engine would hold them: created once, shared by stages.
@@ -223,7 +235,7 @@ int main(int argc, char** argv) {
       if (competitor) busy.emplace();
       double ms[2];
       for (int threads : {1, 2}) {
-        ms[threads - 1] = 1e3 * MedianSeconds(stage.reps, [&] { stage.unit(threads); });
+        ms[threads - 1] = 1e3 * MedianSeconds(warmup, stage.reps, [&] { stage.unit(threads); });
       }
       if (competitor) {
         busy.reset();
