@@ -103,7 +103,9 @@ struct Config {
 
 // Median seconds of one call of run(config) for each config: `warmup` untimed
 // and then `reps` timed calls each, interleaved round-robin, so that load that
-// comes and goes (other processes) falls on every config alike.
+// comes and goes (other processes) falls on every config alike. Each timed
+// call follows an untimed one of the same config, so that it finds the team as
+// that config leaves it (workers awake or asleep), not as the previous did.
 std::vector<double> InterleavedMedians(int warmup, int reps, const std::vector<Config>& configs,
                                        const std::function<void(const Config&)>& run) {
   auto call = [&](const Config& c) {
@@ -116,7 +118,7 @@ std::vector<double> InterleavedMedians(int warmup, int reps, const std::vector<C
   std::vector<std::vector<double>> t(configs.size());
   for (int r = 0; r < reps; ++r) {
     for (size_t i = 0; i < configs.size(); ++i) {
-      StageTimer::set_enabled(configs[i].adaptive);
+      call(configs[i]);
       const double t0 = Now();
       run(configs[i]);
       t[i].push_back(Now() - t0);
