@@ -176,7 +176,12 @@ int main(int argc, char** argv) {
 
   // The teams, as an engine would hold them: created once, shared by stages.
   ThreadTeam team1(1), team2(2);
-  auto team_for = [&](int threads) -> ThreadTeam& { return threads == 1 ? team1 : team2; };
+  // With --adaptive ab the 2-thread runs without the stage policy get their own team, so that
+  // neither inherits the other's fallback state (ThreadTeam's own inline back-off).
+  ThreadTeam team2_off(2);
+  auto team_for = [&](int threads) -> ThreadTeam& {
+    return threads == 1 ? team1 : StageTimer::enabled() ? team2 : team2_off;
+  };
 
   // Per-thread-count state for each stage, created before any timing.
   struct StageState {
