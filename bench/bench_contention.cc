@@ -2,11 +2,15 @@
 // a competing busy process (a forked child spinning on one core), one JSON
 // line per configuration. On a 2-core machine with one core held by the
 // competitor, 2 threads should never be slower than 1 (ratio_vs_1thread ≤ 1).
-//   bench_contention [--model DIR] [--reps N]
+//   bench_contention [--model DIR] [--reps N] [--warmup N] [--adaptive 0|1|ab]
 // Stages: backbone decode step (AppendTokens 1 + Prefill + TextLogits),
 // depthformer frame (SampleAudioFrame), detokenizer frame (one 80 ms frame
 // streamed), and a bf16 MatMul [2048, 8192] · x (kernel only). Each figure is
-// the median of N timed repeats after one warm-up.
+// the median of N timed repeats after `warmup` untimed ones (default 12:
+// enough for the stages' AdaptiveMode, threading/stage_policy.h, to probe
+// both modes), the configurations' calls interleaved. --adaptive 0 switches
+// that policy off; ab runs 2 threads both ways, side by side (each line then
+// says which).
 // Without --model it writes a real-size checkpoint to a temp folder once.
 #include <sched.h>
 #include <signal.h>
@@ -28,6 +32,7 @@
 #include "models/lfm25_audio/detokenizer.h"
 #include "models/lfm25_audio/session.h"
 #include "ops/ops.h"
+#include "threading/stage_policy.h"
 #include "threading/thread_team.h"
 #include "tools/checkpoint_gen.h"
 
@@ -90,17 +95,41 @@ class Competitor {
   pid_t pid_ = -1;
 };
 
-// Median seconds of one call of `unit` over `reps` repeats (after one warm-up).
-double MedianSeconds(int reps, const std::function<void()>& unit) {
-  unit();
-  std::vector<double> t;
-  for (int r = 0; r < reps; ++r) {
-    const double t0 = Now();
-    unit();
-    t.push_back(Now() - t0);
+// One way to run a stage: team size, and whether its AdaptiveMode may choose.
+struct Config {
+  int threads;
+  bool adaptive;
+};
+
+// Median seconds of one call of run(config) for each config: `warmup` untimed
+// and then `reps` timed calls each, interleaved round-robin, so that load that
+// comes and goes (other processes) falls on every config alike. Each timed
+// call follows an untimed one of the same config, so that it finds the team as
+// that config leaves it (workers awake or asleep), not as the previous did.
+std::vector<double> InterleavedMedians(int warmup, int reps, const std::vector<Config>& configs,
+                                       const std::function<void(const Config&)>& run) {
+  auto call = [&](const Config& c) {
+    StageTimer::set_enabled(c.adaptive);
+    run(c);
+  };
+  for (int i = 0; i < warmup; ++i) {
+    for (const Config& c : configs) call(c);
   }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
+  std::vector<std::vector<double>> t(configs.size());
+  for (int r = 0; r < reps; ++r) {
+    for (size_t i = 0; i < configs.size(); ++i) {
+      call(configs[i]);
+      const double t0 = Now();
+      run(configs[i]);
+      t[i].push_back(Now() - t0);
+    }
+  }
+  std::vector<double> med;
+  for (auto& v : t) {
+    std::sort(v.begin(), v.end());
+    med.push_back(v[v.size() / 2]);
+  }
+  return med;
 }
 
 int Fail(const Status& s) {
@@ -112,13 +141,18 @@ int Fail(const Status& s) {
 
 int main(int argc, char** argv) {
   std::string dir;
-  int reps = 9;
+  int reps = 9, warmup = 12;
+  std::string adaptive = "1";
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i];
     if (k == "--model")
       dir = argv[i + 1];
     else if (k == "--reps")
       reps = std::max(1, std::atoi(argv[i + 1]));
+    else if (k == "--warmup")
+      warmup = std::max(1, std::atoi(argv[i + 1]));
+    else if (k == "--adaptive")
+      adaptive = argv[i + 1];
   }
   if (dir.empty()) {
     dir = (std::filesystem::temp_directory_path() / "lfmvox_bench_real").string();
@@ -126,18 +160,28 @@ int main(int argc, char** argv) {
         dir, std::string(LFMVOX_SOURCE_DIR) + "/tests/data/tokenizer/tokenizer.json");
     if (!s.ok()) return Fail(s);
   }
+  std::vector<Config> configs = {{1, true}};
+  if (adaptive != "1") configs.push_back({2, false});
+  if (adaptive != "0") configs.push_back({2, true});
   auto model = Lfm25AudioModel::Load(dir);
   if (!model.ok()) return Fail(model.status());
   const Lfm2Backbone& bb = (*model)->backbone();
   const Lfm25Detokenizer* detok = (*model)->detokenizer();
   if (detok == nullptr) return Fail(NotFound("the model has no audio_detokenizer/"));
-  std::printf("{\"cpu\":\"%s\",\"simd\":\"%s\",\"online_cpus\":%ld,\"reps\":%d}\n", CpuModel().c_str(),
-              ops::ChosenTarget(), sysconf(_SC_NPROCESSORS_ONLN), reps);
+  std::printf(
+      "{\"cpu\":\"%s\",\"simd\":\"%s\",\"online_cpus\":%ld,\"reps\":%d,\"warmup\":%d,"
+      "\"adaptive\":\"%s\"}\n",
+      CpuModel().c_str(), ops::ChosenTarget(), sysconf(_SC_NPROCESSORS_ONLN), reps, warmup, adaptive.c_str());
   std::fflush(stdout);
 
   // The teams, as an engine would hold them: created once, shared by stages.
   ThreadTeam team1(1), team2(2);
-  auto team_for = [&](int threads) -> ThreadTeam& { return threads == 1 ? team1 : team2; };
+  // With --adaptive ab the 2-thread runs without the stage policy get their own team, so that
+  // neither inherits the other's fallback state (ThreadTeam's own inline back-off).
+  ThreadTeam team2_off(2);
+  auto team_for = [&](int threads) -> ThreadTeam& {
+    return threads == 1 ? team1 : StageTimer::enabled() ? team2 : team2_off;
+  };
 
   // Per-thread-count state for each stage, created before any timing.
   struct StageState {
@@ -221,10 +265,8 @@ int main(int argc, char** argv) {
     for (bool competitor : {false, true}) {
       std::optional<Competitor> busy;
       if (competitor) busy.emplace();
-      double ms[2];
-      for (int threads : {1, 2}) {
-        ms[threads - 1] = 1e3 * MedianSeconds(stage.reps, [&] { stage.unit(threads); });
-      }
+      const std::vector<double> sec =
+          InterleavedMedians(warmup, stage.reps, configs, [&](const Config& c) { stage.unit(c.threads); });
       if (competitor) {
         busy.reset();
         // A team that degraded to inline work next to the competitor probes
@@ -232,10 +274,12 @@ int main(int argc, char** argv) {
         // next stage's "alone" figures are alone.
         usleep(200000);
       }
-      for (int threads : {1, 2}) {
+      for (size_t i = 0; i < configs.size(); ++i) {
         std::printf(
-            "{\"stage\":\"%s\",\"threads\":%d,\"competitor\":%s,\"ms\":%.3f,\"ratio_vs_1thread\":%.3f}\n",
-            stage.name, threads, competitor ? "true" : "false", ms[threads - 1], ms[threads - 1] / ms[0]);
+            "{\"stage\":\"%s\",\"threads\":%d,\"adaptive\":%s,\"competitor\":%s,\"ms\":%.3f,"
+            "\"ratio_vs_1thread\":%.3f}\n",
+            stage.name, configs[i].threads, configs[i].adaptive ? "true" : "false",
+            competitor ? "true" : "false", 1e3 * sec[i], sec[i] / sec[0]);
       }
       std::fflush(stdout);
     }

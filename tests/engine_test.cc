@@ -109,8 +109,9 @@ TEST(Engine, BatchedConversationsEqualEachAlone) {
   // Conversation i starts at step 3i, so its prefill shares passes with the others' decode rows.
   for (int step = 0;; ++step) {
     for (size_t i = 0; i < cs.size(); ++i) {
-      if (step == static_cast<int>(3 * i))
+      if (step == static_cast<int>(3 * i)) {
         ASSERT_TRUE(cs[i]->BeginGenerate(Options(*Model()), Collect(out[i])).ok());
+      }
     }
     auto left = (*engine)->Step(ptrs);
     ASSERT_TRUE(left.ok()) << left.status().ToString();

@@ -98,7 +98,7 @@ class DetokenizerModel {
 struct StreamOptions {
   int threads = 1;                 // without an engine: the stream's own pool (the caller is one of them)
   size_t max_frames_per_call = 1;  // frames one Step decodes in a single pass
-  std::shared_ptr<Engine> engine;  // the engine whose pool runs the stream; null: a private one
+  std::shared_ptr<Engine> engine = nullptr;  // the engine whose pool runs the stream; null: a private one
 };
 
 // One audio stream (a turn of speech). Push frames as they are produced; the
@@ -186,7 +186,7 @@ struct ConversationOptions {
   double max_clip_seconds = 60;  // without an engine: the longest audio clip one AddAudio call takes
   // The engine that runs this conversation (and batches it with the engine's
   // others); null: a private engine of `threads` threads.
-  std::shared_ptr<Engine> engine;
+  std::shared_ptr<Engine> engine = nullptr;
 };
 
 // A speech/text model's weights, tokenizer and speech decoder. The family is

@@ -13,7 +13,9 @@
 //    caller, waiting for a claimed task, spins as briefly and then sleeps too,
 //    leaving the core to the thread it waits for;
 //  - when the caller keeps waiting long for workers anyway, the team runs
-//    work inline for a while (exponential back-off) and then probes again.
+//    work inline for a while (exponential back-off) and then probes again;
+//  - a caller that knows better (threading/stage_policy.h: a stage timed in
+//    both modes) can force inline work for a scope with ScopedInline.
 // None of this changes results: every task runs exactly once whatever the
 // split, and kernels guarantee that an output does not depend on the split.
 //
@@ -47,7 +49,7 @@ class ThreadTeam {
   // task, and in what order, is unspecified. Does not allocate.
   template <typename F>
   void Run(size_t num_tasks, F&& fn) {
-    if (size_ == 1 || num_tasks <= 1 || RunInline()) {
+    if (size_ == 1 || num_tasks <= 1 || forced_inline_ != 0 || RunInline()) {
       for (size_t t = 0; t < num_tasks; ++t) fn(t, 0);
       return;
     }
@@ -65,7 +67,7 @@ class ThreadTeam {
   template <typename F>
   void ParallelFor(size_t n, size_t align, size_t min_chunk, F&& fn) {
     if (n == 0) return;
-    if (size_ == 1 || RunInline()) {
+    if (size_ == 1 || forced_inline_ != 0 || RunInline()) {
       fn(size_t{0}, n);
       return;
     }
@@ -90,6 +92,22 @@ class ThreadTeam {
   // True while the team runs work inline after workers cost the caller more
   // than they saved (see NoteWait in thread_team.cc); for tests and benchmarks.
   bool degraded() const { return inline_until_ns_ != 0; }
+
+  // While one lives, every Run and ParallelFor of `team` (nested calls
+  // included) runs inline on the caller, as in a team of size 1; workers stay
+  // asleep. Scopes nest. Only the team's caller thread may create one, and
+  // not from inside a task. Results do not change (see above).
+  class ScopedInline {
+   public:
+    explicit ScopedInline(ThreadTeam& team) : team_(team) { ++team_.forced_inline_; }
+    ~ScopedInline() { --team_.forced_inline_; }
+    ScopedInline(const ScopedInline&) = delete;
+    ScopedInline& operator=(const ScopedInline&) = delete;
+
+   private:
+    ThreadTeam& team_;
+  };
+  bool forced_inline() const { return forced_inline_ != 0; }
 
  private:
   using TaskFn = void (*)(void* ctx, size_t task, int thread);
@@ -136,6 +154,7 @@ class ThreadTeam {
   int64_t inline_until_ns_ = 0;         // run inline until this steady-clock time; 0: not degraded
   int64_t backoff_ns_ = 0;              // the next inline period
   uint32_t dispatches_since_probe_ = 0;
+  int forced_inline_ = 0;  // live ScopedInline scopes (caller thread only)
 };
 
 }  // namespace lfmvox

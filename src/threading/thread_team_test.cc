@@ -12,6 +12,8 @@
 #include <utility>
 #include <vector>
 
+#include "threading/stage_policy.h"
+
 namespace lfmvox {
 namespace {
 
@@ -175,6 +177,201 @@ TEST(ThreadTeam, DestructionWhileWorkersSleep) {
     EXPECT_EQ(sum.load(), 45);
     std::this_thread::sleep_for(std::chrono::milliseconds(rep % 2 == 0 ? 2 : 0));
   }
+}
+
+// Forced inline: every task exactly once, all on the caller; ParallelFor is one
+// call over [0, n); scopes nest; the team dispatches again afterwards.
+TEST(ThreadTeam, ScopedInlineRunsEveryTaskOnceOnCaller) {
+  ThreadTeam team(3);
+  constexpr size_t kTasks = 257;
+  const std::thread::id caller = std::this_thread::get_id();
+  {
+    ThreadTeam::ScopedInline outer(team);
+    EXPECT_TRUE(team.forced_inline());
+    for (int rep = 0; rep < 20; ++rep) {
+      std::vector<int> hits(kTasks, 0);  // plain ints: only the caller may touch them
+      team.Run(kTasks, [&](size_t t, int thread) {
+        EXPECT_EQ(thread, 0);
+        EXPECT_EQ(std::this_thread::get_id(), caller);
+        ++hits[t];
+      });
+      for (size_t i = 0; i < kTasks; ++i) ASSERT_EQ(hits[i], 1) << "task " << i;
+    }
+    {
+      ThreadTeam::ScopedInline inner(team);
+      int calls = 0;
+      team.ParallelFor(1000, 16, [&](size_t b, size_t e) {
+        EXPECT_EQ(b, 0u);
+        EXPECT_EQ(e, 1000u);
+        ++calls;
+      });
+      EXPECT_EQ(calls, 1);
+    }
+    EXPECT_TRUE(team.forced_inline());
+  }
+  EXPECT_FALSE(team.forced_inline());
+  // Workers take part again: some task eventually runs on a thread other than 0.
+  std::atomic<bool> elsewhere{false};
+  for (int rep = 0; rep < 2000 && !elsewhere.load(); ++rep) {
+    team.Run(64, [&](size_t, int) {
+      if (std::this_thread::get_id() != caller) elsewhere.store(true);
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+    });
+  }
+  EXPECT_TRUE(elsewhere.load());
+}
+
+// Drives an AdaptiveMode with synthetic per-unit times (no clock): `ns(inline)`.
+template <typename F>
+void Feed(AdaptiveMode& mode, int calls, F&& ns) {
+  for (int i = 0; i < calls; ++i) {
+    const bool in = mode.NextInline();
+    mode.Record(ns(in), 1.0);
+  }
+}
+
+TEST(AdaptiveMode, PicksInlineWhenParallelIsSlower) {
+  AdaptiveMode mode;
+  EXPECT_FALSE(mode.prefers_inline());  // parallel until measured otherwise
+  Feed(mode, 64, [](bool in) { return in ? 1000 : 1150; });
+  EXPECT_TRUE(mode.prefers_inline());
+  EXPECT_EQ(mode.switches(), 1u);
+  // Steady calls (not probes) then run inline.
+  while (mode.probing()) Feed(mode, 1, [](bool in) { return in ? 1000 : 1150; });
+  EXPECT_TRUE(mode.NextInline());
+  mode.Record(1000, 1.0);
+}
+
+TEST(AdaptiveMode, KeepsParallelWhenFasterAndBacksOffProbing) {
+  AdaptiveMode::Options o;
+  AdaptiveMode mode(o);
+  int inline_calls = 0;
+  Feed(mode, 20000, [&](bool in) {
+    inline_calls += in;
+    return in ? 1000 : 600;
+  });
+  EXPECT_FALSE(mode.prefers_inline());
+  EXPECT_EQ(mode.switches(), 0u);
+  EXPECT_EQ(mode.period(), o.max_period);  // doubled after every win
+  // Probing costs probe_calls slow calls per period: well under 2 % here.
+  EXPECT_GT(inline_calls, 0);
+  EXPECT_LT(inline_calls, 20000 / 50);
+}
+
+TEST(AdaptiveMode, WithinMarginKeepsCurrentMode) {
+  AdaptiveMode mode;
+  Feed(mode, 5000, [](bool in) { return in ? 990 : 1000; });  // 1 % faster inline: a tie
+  EXPECT_FALSE(mode.prefers_inline());
+}
+
+// Conditions change (a competitor leaves): the next periodic probe (or the
+// drift rule) switches back, within one period after the change.
+TEST(AdaptiveMode, ReprobesAfterItsPeriod) {
+  AdaptiveMode::Options o;
+  o.drift = 10.0;  // disable the drift rule: only the period may find the change
+  AdaptiveMode mode(o);
+  Feed(mode, 200, [](bool in) { return in ? 1000 : 1300; });
+  ASSERT_TRUE(mode.prefers_inline());
+  const uint64_t probes = mode.probes();
+  const uint32_t period = mode.period();
+  // Now parallel is faster; nothing changes before the period is over ...
+  int calls = 0;
+  while (mode.prefers_inline() && calls < 10000) {
+    Feed(mode, 1, [](bool in) { return in ? 1000 : 600; });
+    ++calls;
+  }
+  EXPECT_FALSE(mode.prefers_inline());
+  EXPECT_EQ(mode.probes(), probes + 1);
+  EXPECT_LE(calls, static_cast<int>(period + 2 * o.probe_calls));
+  EXPECT_GE(calls, static_cast<int>(2 * o.probe_calls));
+  EXPECT_EQ(mode.period(), o.min_period);  // a switch restarts the back-off
+}
+
+// A sustained jump in the current mode's time probes at once, long before a
+// backed-off period would.
+TEST(AdaptiveMode, DriftProbesEarly) {
+  AdaptiveMode::Options o;
+  AdaptiveMode mode(o);
+  Feed(mode, 5000, [](bool in) { return in ? 1000 : 600; });
+  ASSERT_EQ(mode.period(), o.max_period);
+  ASSERT_FALSE(mode.prefers_inline());
+  int calls = 0;
+  while (!mode.prefers_inline() && calls < 10000) {
+    Feed(mode, 1, [](bool in) { return in ? 1000 : 1200; });  // parallel doubled: a competitor came
+    ++calls;
+  }
+  EXPECT_TRUE(mode.prefers_inline());
+  EXPECT_LE(calls, static_cast<int>(o.drift_calls + 2 * o.probe_calls));
+}
+
+// Calls of different sizes compare per unit of work.
+TEST(AdaptiveMode, ComparesTimePerUnitOfWork) {
+  AdaptiveMode mode;
+  uint64_t lcg = 7;
+  for (int i = 0; i < 3000; ++i) {
+    lcg = lcg * 6364136223846793005ull + 1442695040888963407ull;
+    const double work = static_cast<double>(1 + (lcg >> 33) % 16);
+    const bool in = mode.NextInline();
+    // Inline is faster per unit (1000 vs 1100), whatever the call's size.
+    mode.Record(static_cast<int64_t>(work * (in ? 1000 : 1100)), work);
+  }
+  EXPECT_TRUE(mode.prefers_inline());
+}
+
+// With a real team and clock: a stage whose parallel calls are slow in a way
+// the team's own fallback cannot see (its serial part, as when the caller
+// shares a core with another process: modelled by a sleep after a parallel
+// Run) is found out and runs inline; every task still runs exactly once per
+// call in either mode. Bounded by call count, not by time.
+TEST(StageTimer, PicksInlineWhenParallelCallsAreSlow) {
+  ThreadTeam team(2);
+  AdaptiveMode mode;
+  constexpr size_t kTasks = 8;
+  int inline_calls = 0, calls = 0;
+  for (; calls < 400 && !(mode.prefers_inline() && !mode.probing()); ++calls) {
+    std::vector<std::atomic<int>> hits(kTasks);
+    {
+      const StageTimer timer(mode, team, 1.0);
+      inline_calls += timer.runs_inline();
+      EXPECT_EQ(team.forced_inline(), timer.runs_inline());
+      team.Run(kTasks, [&](size_t t, int) { hits[t].fetch_add(1); });
+      if (!timer.runs_inline()) std::this_thread::sleep_for(std::chrono::milliseconds(3));
+    }
+    EXPECT_FALSE(team.forced_inline());
+    for (size_t t = 0; t < kTasks; ++t) ASSERT_EQ(hits[t].load(), 1);
+  }
+  EXPECT_TRUE(mode.prefers_inline()) << calls << " calls";
+  EXPECT_GT(inline_calls, 0);
+  const StageTimer timer(mode, team, 1.0);
+  EXPECT_TRUE(timer.runs_inline());
+  EXPECT_TRUE(team.forced_inline());
+}
+
+// Inactive for a team of one, inside an enclosing forced-inline scope, and
+// when switched off: nothing is recorded.
+TEST(StageTimer, InactiveWhereItCannotChoose) {
+  AdaptiveMode mode;
+  ThreadTeam one(1), two(2);
+  for (int i = 0; i < 100; ++i) {
+    const StageTimer t(mode, one);
+    EXPECT_FALSE(t.runs_inline());
+  }
+  {
+    ThreadTeam::ScopedInline outer(two);
+    for (int i = 0; i < 100; ++i) {
+      const StageTimer t(mode, two);
+      EXPECT_FALSE(t.runs_inline());
+    }
+  }
+  StageTimer::set_enabled(false);
+  for (int i = 0; i < 100; ++i) {
+    const StageTimer t(mode, two);
+    EXPECT_FALSE(t.runs_inline());
+    EXPECT_FALSE(two.forced_inline());
+  }
+  StageTimer::set_enabled(true);
+  EXPECT_EQ(mode.probes(), 0u);
+  EXPECT_FALSE(mode.probing());
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 
 #include "blocks/weights.h"
 #include "ops/ops.h"
+#include "threading/stage_policy.h"
 #include "threading/thread_team.h"
 
 namespace lfmvox {
@@ -183,6 +184,8 @@ Status SampleAudioFrames(const Depthformer& m, std::span<const DepthRequest> req
                                        r.sampler->max_vocab(), V));
     }
   }
+  // Parallel or inline, by measure (threading/stage_policy.h).
+  const StageTimer timer(st.mode_, team, static_cast<double>(B));
   float* in = st.in_.data();          // [B, C·D]
   float* x = st.x_.data();            // [B, D]
   float* xn = st.xn_.data();          // [B, D]

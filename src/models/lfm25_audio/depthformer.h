@@ -34,6 +34,7 @@
 #include "io/safetensors.h"
 #include "models/lfm25_audio/config.h"
 #include "ops/ops.h"
+#include "threading/stage_policy.h"
 
 namespace lfmvox {
 
@@ -125,6 +126,7 @@ class DepthformerScratch {
   std::vector<KvCache> kv_;      // [B · layers], each [C, KV]
   AttentionScratch scores_;      // [threads, C]
   std::vector<AttentionSeq> seqs_;
+  AdaptiveMode mode_;  // each call in parallel or inline (threading/stage_policy.h)
 };
 
 // Samples one audio frame per request, all requests in one batched pass (each weight read once

@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "blocks/weights.h"
+#include "threading/stage_policy.h"
 #include "threading/thread_team.h"
 
 namespace lfmvox {
@@ -164,7 +165,13 @@ Status StepStreams(const Lfm25Detokenizer& model, std::span<Lfm25DetokenizerRequ
     }
   }
   sc.done_.assign(requests.size(), 0);
-  for (Lfm25DetokenizerRequest& q : requests) q.written = 0;
+  size_t all_frames = 0;
+  for (Lfm25DetokenizerRequest& q : requests) {
+    q.written = 0;
+    all_frames += q.codes.size() / cb;
+  }
+  // Parallel or inline, by measure (threading/stage_policy.h); the work is the call's frames.
+  const StageTimer timer(sc.mode_, team, static_cast<double>(all_frames));
 
   for (;;) {
     // Who runs in this pass, and how many frames each.

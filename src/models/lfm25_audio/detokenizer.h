@@ -30,6 +30,7 @@
 #include "io/safetensors.h"
 #include "models/lfm25_audio/config.h"
 #include "models/lfm25_audio/lfm2_stack.h"
+#include "threading/stage_policy.h"
 
 namespace lfmvox {
 
@@ -162,6 +163,7 @@ class Lfm25DetokenizerScratch {
   std::vector<size_t> active_;  // the request each entry runs
   std::vector<size_t> take_;    // frames it takes in this pass
   std::vector<size_t> done_;    // per request: frames already stepped in this call
+  AdaptiveMode mode_;           // each call in parallel or inline, by measure
 };
 
 // One stream with its own scratch: the convenience for a single caller (a file, one

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <filesystem>
 
+#include "threading/stage_policy.h"
 #include "threading/thread_team.h"
 
 namespace lfmvox {
@@ -352,6 +353,7 @@ Result<const float*> Lfm25Session::Prefill(ThreadTeam& team, TraceSink* sink) {
     const size_t n = std::min({state_.max_rows(), w.options_.max_rows, history_.size() - cached_});
     for (size_t r = 0; r < n; ++r) LFM_RETURN_IF_ERROR(Embed(history_[cached_ + r], x + r * H));
     if (sink) sink->Record("in_emb", x, n, H, H);
+    const StageTimer timer(w.prefill_mode_, team, static_cast<double>(n));  // parallel or inline, by measure
     LFM_RETURN_IF_ERROR(Lfm2Forward(stack, state_, x, n, w.backbone_, team, sink));
     if (sink) {  // every row's final norm, for parity with last_hidden traces
       Lfm2FinalNorm(stack, x, n, x);
@@ -564,6 +566,7 @@ Status StepSessions(std::span<Lfm25Session* const> sessions, Lfm25Worker& w, Thr
       if (n < left) more = true;
     }
     if (total == 0) break;
+    const StageTimer timer(w.step_mode_, team, static_cast<double>(total));  // parallel or inline, by measure
     LFM_RETURN_IF_ERROR(Lfm2Forward(stack, w.states_, w.rows_, x, w.backbone_, team, nullptr));
     size_t row = 0;
     for (size_t j = 0; j < w.states_.size(); ++j) {

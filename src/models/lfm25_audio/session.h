@@ -138,6 +138,9 @@ class Lfm25Worker {
   WorkerOptions options_;
   Lfm2Scratch backbone_;
   DepthformerScratch depth_;
+  // Backbone passes in parallel or inline, by measure (threading/stage_policy.h): Prefill's and
+  // StepSessions' apart, as their rows per call differ.
+  AdaptiveMode prefill_mode_, step_mode_;
   AlignedBuffer<float> x_;       // [max_rows, H] embeddings of the rows being run
   AlignedBuffer<float> h_;       // [max_batch, H] final-normed hidden state of each session's last row
   AlignedBuffer<float> ht_;      // [max_batch, H] those of the text sessions, gathered for the head
@@ -163,7 +166,7 @@ struct SessionOptions {
   // The worker whose scratch the session's own calls (Prefill, Generate, AppendAudio) use; null:
   // the session creates one of its own for one session. A shared worker must have been sized for
   // this session (its context and prefill_chunk) and be used by one thread at a time.
-  std::shared_ptr<Lfm25Worker> worker;
+  std::shared_ptr<Lfm25Worker> worker = nullptr;
 };
 
 // The four voices LFM2.5-Audio's TTS system prompt names.
