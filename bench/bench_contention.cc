@@ -29,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_util.h"
 #include "models/lfm25_audio/detokenizer.h"
 #include "models/lfm25_audio/session.h"
 #include "ops/ops.h"
@@ -37,24 +38,11 @@
 #include "tools/checkpoint_gen.h"
 
 using namespace lfmvox;
+using bench::CpuModel;
+using bench::LoadAverage;
+using bench::Now;
 
 namespace {
-
-double Now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-std::string CpuModel() {
-  std::ifstream f("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(f, line)) {
-    if (line.rfind("model name", 0) == 0) {
-      const size_t colon = line.find(':');
-      if (colon != std::string::npos) return line.substr(line.find_first_not_of(' ', colon + 1));
-    }
-  }
-  return "unknown";
-}
 
 // A busy child process: a tight loop on the last CPU this process may use,
 // so one core is held by someone else while the stage runs.
