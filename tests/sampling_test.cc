@@ -1,4 +1,4 @@
-// Token sampling (src/model/pipeline/sampling.h): SplitMix64 known answers,
+// Token sampling (src/blocks/sampling.h): SplitMix64 known answers,
 // greedy ties, top-k ties, the drawn distribution against softmax(l/T) by a
 // chi-square bound, reproducibility, the repetition penalty, errors, and (when
 // tests/data/lfm3_tiny is present) the LFM3 oracle's sampled depth frame
