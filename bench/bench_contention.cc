@@ -241,7 +241,7 @@ int main(int argc, char** argv) {
            lcg = lcg * 6364136223846793005ull + 1442695040888963407ull;
            c = static_cast<int32_t>((lcg >> 33) % static_cast<uint64_t>(dc.codebook_size));
          }
-         (void)st[threads - 1].detok->Decode(frame_codes, pcm, team_for(threads));
+         (void)st[threads - 1].detok->Step(frame_codes, pcm, team_for(threads));
        }},
       {"matmul_2048x8192_bf16", reps * 5,
        [&](int threads) {

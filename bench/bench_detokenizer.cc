@@ -81,13 +81,13 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "%s\n", s.status().ToString().c_str());
       return 1;
     }
-    for (int f = 0; f < 10; ++f) (void)(*s)->Decode({codes.data() + f * cb, cb}, pcm, team);  // warm up
+    for (int f = 0; f < 10; ++f) (void)(*s)->Step({codes.data() + f * cb, cb}, pcm, team);  // warm up
     (*s)->Reset();
     std::vector<double> lat;
     const auto t0 = std::chrono::steady_clock::now();
     for (int f = 0; f < frames; ++f) {
       const auto a = std::chrono::steady_clock::now();
-      auto w = (*s)->Decode({codes.data() + static_cast<size_t>(f) * cb, cb}, pcm, team);
+      auto w = (*s)->Step({codes.data() + static_cast<size_t>(f) * cb, cb}, pcm, team);
       if (!w.ok()) {
         std::fprintf(stderr, "%s\n", w.status().ToString().c_str());
         return 1;

@@ -13,18 +13,17 @@
 #include <string>
 #include <vector>
 
+#include "bench_util.h"
 #include "models/lfm25_audio/session.h"
 #include "ops/ops.h"
 #include "threading/thread_team.h"
 #include "tools/checkpoint_gen.h"
 
 using namespace lfmvox;
+using bench::Now;
 
 namespace {
 constexpr double kDramPerCore = 15e9, kDramBoth = 28e9, kFlopsPerCore = 198e9;
-double Now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
 }  // namespace
 
 int main(int argc, char** argv) {

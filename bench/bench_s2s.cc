@@ -12,16 +12,12 @@
 #include <string>
 #include <vector>
 
+#include "bench_util.h"
 #include "lfmvox/lfmvox.h"
 #include "tools/checkpoint_gen.h"
 
 using namespace lfmvox;
-
-namespace {
-double Now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-}  // namespace
+using bench::Now;
 
 int main(int argc, char** argv) {
   std::string dir;

@@ -30,7 +30,7 @@ TEST(Allocation, NoHeapAllocationPerFrame) {
       for (int f = 0; f < 40; ++f) {  // past the 30-key window, so the K/V rings wrap
         for (int k = 0; k < 8; ++k) frame[static_cast<size_t>(k)] = (f * 7 + k * 13) % 64;
         const long before = testing::AllocationCount();
-        Result<size_t> w = (*s)->Decode(frame, pcm, team);
+        Result<size_t> w = (*s)->Step(frame, pcm, team);
         const long during = testing::AllocationCount() - before;
         ASSERT_TRUE(w.ok());
         if (f > 0 || turn > 0) {

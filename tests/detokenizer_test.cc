@@ -60,7 +60,7 @@ std::vector<float> DecodeAll(Lfm25DetokenizerSession& s, const std::vector<int32
   size_t n = 0;
   for (size_t f = 0; f < frames; f += frames_per_call) {
     const size_t k = std::min(frames_per_call, frames - f);
-    Result<size_t> w = s.Decode({codes.data() + f * cb, k * cb}, {pcm.data() + n, k * spf}, team, sink);
+    Result<size_t> w = s.Step({codes.data() + f * cb, k * cb}, {pcm.data() + n, k * spf}, team, sink);
     EXPECT_TRUE(w.ok()) << w.status().ToString();
     if (!w.ok()) return {};
     n += *w;
@@ -164,7 +164,7 @@ TEST(Detokenizer, ChunkSizes) {
   std::vector<float> out(1920);
   std::vector<size_t> sizes;
   for (size_t f = 0; f < 3; ++f) {
-    Result<size_t> w = (*s)->Decode({codes.data() + 8 * f, 8}, out, team);
+    Result<size_t> w = (*s)->Step({codes.data() + 8 * f, 8}, out, team);
     ASSERT_TRUE(w.ok());
     sizes.push_back(*w);
   }
@@ -337,13 +337,13 @@ TEST(Detokenizer, RejectsBadCodesWithoutSideEffects) {
   std::vector<float> out(4 * 1920);
   std::vector<int32_t> frame(8, 5);
   frame[3] = 2048;
-  Result<size_t> r = (*s)->Decode(frame, out, team);
+  Result<size_t> r = (*s)->Step(frame, out, team);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("codebook 3"), std::string::npos) << r.status().message();
   frame[3] = -1;
-  EXPECT_FALSE((*s)->Decode(frame, out, team).ok());
-  EXPECT_FALSE((*s)->Decode(std::vector<int32_t>(7, 0), out, team).ok());                 // not a whole frame
-  EXPECT_FALSE((*s)->Decode(std::vector<int32_t>(16, 0), {out.data(), 100}, team).ok());  // no room
+  EXPECT_FALSE((*s)->Step(frame, out, team).ok());
+  EXPECT_FALSE((*s)->Step(std::vector<int32_t>(7, 0), out, team).ok());                 // not a whole frame
+  EXPECT_FALSE((*s)->Step(std::vector<int32_t>(16, 0), {out.data(), 100}, team).ok());  // no room
   EXPECT_EQ((*s)->frames_decoded(), 0u);
 }
 

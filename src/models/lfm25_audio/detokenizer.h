@@ -178,11 +178,6 @@ class Lfm25DetokenizerSession {
 
   Result<size_t> Step(std::span<const int32_t> codes, std::span<float> out, ThreadTeam& team,
                       TraceSink* sink = nullptr);
-  // The former name of Step, kept for src/api and bench until they switch.
-  Result<size_t> Decode(std::span<const int32_t> codes, std::span<float> out, ThreadTeam& team,
-                        TraceSink* sink = nullptr) {
-    return Step(codes, out, team, sink);
-  }
   Result<size_t> Flush(std::span<float> out);
   void Reset();
 
