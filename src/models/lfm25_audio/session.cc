@@ -429,6 +429,13 @@ Status Lfm25Session::BeginGeneration(const GenerationOptions& o, GenerationSink&
   return Status::Ok();
 }
 
+bool Lfm25Session::StopIfCancelled() {
+  if (!TakeCancel()) return false;
+  gen_.result.cancelled = true;
+  Finish(Status::Ok());
+  return true;
+}
+
 void Lfm25Session::Finish(Status status) {
   gen_.active = false;
   if (gen_.status.ok()) gen_.status = std::move(status);
@@ -509,10 +516,8 @@ Status StepSessions(std::span<Lfm25Session* const> sessions, Lfm25Worker& w, Thr
   for (Lfm25Session* s : sessions) {
     Lfm25Session::Generation& g = s->gen_;
     if (!g.active) continue;
-    if (s->TakeCancel()) {
-      g.result.cancelled = true;
-      s->Finish(Status::Ok());
-    } else if (g.steps >= g.max_new) {
+    if (s->StopIfCancelled()) continue;
+    if (g.steps >= g.max_new) {
       s->Finish(Status::Ok());
     } else if (s->history_.size() + 1 > s->context_) {
       // The item produced now must fit, and so must its feed on the next step.
@@ -542,11 +547,7 @@ Status StepSessions(std::span<Lfm25Session* const> sessions, Lfm25Worker& w, Thr
       Lfm25Session* s = w.feeding_[i];
       const size_t left = s->history_.size() - s->cached_;
       if (left == 0 || !s->gen_.active) continue;
-      if (s->TakeCancel()) {  // honoured between the passes of a long prefill too
-        s->gen_.result.cancelled = true;
-        s->Finish(Status::Ok());
-        continue;
-      }
+      if (s->StopIfCancelled()) continue;  // honoured between the passes of a long prefill too
       const size_t n = std::min({left, s->state_.max_rows(), w.options_.max_rows - total});
       if (n == 0) {
         more = true;  // no room left in this pass

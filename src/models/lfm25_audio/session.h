@@ -270,6 +270,8 @@ class Lfm25Session {
   Status AppendFrame(std::span<const int32_t> codes);
   bool TakeCancel() { return cancel_.exchange(false, std::memory_order_relaxed); }
   void Finish(Status status);
+  // Ends the generation as cancelled if Cancel() was called since the last check.
+  bool StopIfCancelled();
   // Applies a sampled text token / audio frame to the generation state.
   void OnText(int32_t id);
   void OnFrame();
