@@ -1,9 +1,16 @@
 // Small helpers every benchmark uses: a monotonic clock and what machine it runs on.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <fstream>
+#include <sstream>
 #include <string>
+#include <vector>
+
+#include "base/aligned.h"
+#include "threading/thread_team.h"
 
 namespace lfmvox::bench {
 
@@ -31,6 +38,47 @@ inline double LoadAverage() {
   double one = -1;
   f >> one;
   return one;
+}
+
+// "1,2" → {"1", "2"}.
+inline std::vector<std::string> SplitList(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  for (std::string item; std::getline(ss, item, ',');)
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+// DRAM read bandwidth with the team's threads, bytes/s: the best of 3 sums
+// over a 1 GiB buffer (far beyond any L3), split as the kernels split work.
+inline double MeasureReadBandwidth(ThreadTeam& team) {
+  constexpr size_t kBytes = size_t{1} << 30, kWords = kBytes / sizeof(uint64_t);
+  static AlignedBuffer<uint64_t> buf;
+  if (buf.size() != kWords) {
+    buf.Reset(kWords);
+    for (size_t i = 0; i < kWords; ++i) buf[i] = i;
+  }
+  std::vector<uint64_t> sums(static_cast<size_t>(team.size()) * 4, 0);
+  double best = 0;
+  for (int rep = 0; rep < 3; ++rep) {
+    const double t0 = Now();
+    const size_t tasks = static_cast<size_t>(team.size()) * 4, per = kWords / tasks;
+    team.Run(tasks, [&](size_t t, int) {
+      uint64_t a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+      const uint64_t* p = buf.data() + t * per;
+      for (size_t i = 0; i + 4 <= per; i += 4) {
+        a0 += p[i];
+        a1 += p[i + 1];
+        a2 += p[i + 2];
+        a3 += p[i + 3];
+      }
+      sums[t % sums.size()] += a0 + a1 + a2 + a3;
+    });
+    best = std::max(best, kBytes / (Now() - t0));
+  }
+  volatile uint64_t sink = sums[0];
+  (void)sink;
+  return best;
 }
 
 }  // namespace lfmvox::bench

@@ -18,6 +18,7 @@
 
 #include "models/lfm25_audio/config.h"
 #include "threading/thread_team.h"
+#include "model_files.h"
 #include "trace_util.h"
 
 namespace lfmvox {
@@ -40,13 +41,12 @@ Case& Load(const std::string& name) {
   auto& c = cache[name];
   if (!c) {
     c = std::make_unique<Case>();
-    c->dir = testing::DataPath(name);
-    auto cfg = Lfm25AudioConfig::Load(c->dir + "/config.json");
+    testing::ModelFiles files = testing::OpenModelFiles(name);
+    c->dir = files.where;
+    auto cfg = Lfm25AudioConfig::FromJson(files.config, files.where);
     EXPECT_TRUE(cfg.ok()) << cfg.status().ToString();
     c->config = *cfg;
-    auto ck = Checkpoint::Open(c->dir);
-    EXPECT_TRUE(ck.ok()) << ck.status().ToString();
-    c->ckpt.emplace(std::move(ck).value());
+    c->ckpt.emplace(std::move(*files.weights));
     auto bb = Lfm2Backbone::Load(*c->ckpt, c->config.lfm, c->config.codebooks);
     EXPECT_TRUE(bb.ok()) << bb.status().ToString();
     c->backbone.emplace(std::move(bb).value());

@@ -33,6 +33,7 @@
 #include "io/safetensors.h"
 #include "models/lfm25_audio/config.h"
 #include "threading/thread_team.h"
+#include "model_files.h"
 #include "trace_util.h"
 
 namespace lfmvox {
@@ -83,10 +84,20 @@ Loaded Load(const std::string& ckpt_path, const std::string& case_name, Status* 
   return l;
 }
 
+// The case in the test's weights format (model_files.h).
 Loaded LoadCase(const std::string& case_name) {
-  Status s;
-  Loaded l = Load(DataPath(case_name), case_name, &s);
-  EXPECT_TRUE(s.ok()) << s.ToString();
+  Loaded l;
+  testing::ModelFiles files = testing::OpenModelFiles(case_name);
+  if (!files.weights) return l;
+  l.ckpt = std::make_unique<Checkpoint>(std::move(*files.weights));
+  l.config = files.config;
+  Result<Lfm25AudioConfig> parsed = Lfm25AudioConfig::FromJson(l.config, files.where);
+  EXPECT_TRUE(parsed.ok()) << parsed.status().ToString();
+  if (!parsed.ok()) return l;
+  l.hidden = parsed->lfm.hidden_size;
+  Result<Depthformer> df = Depthformer::Load(*l.ckpt, parsed->depthformer, l.hidden);
+  EXPECT_TRUE(df.ok()) << df.status().ToString();
+  if (df.ok()) l.model = std::make_unique<Depthformer>(std::move(df).value());
   return l;
 }
 

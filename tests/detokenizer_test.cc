@@ -18,6 +18,7 @@
 
 #include "io/safetensors.h"
 #include "threading/thread_team.h"
+#include "model_files.h"
 #include "trace_util.h"
 
 namespace lfmvox {
@@ -35,7 +36,7 @@ constexpr double kPcmTol = 1e-4;
 
 const Lfm25Detokenizer& Model() {
   static std::unique_ptr<Lfm25Detokenizer> m = [] {
-    auto r = Lfm25Detokenizer::Load(DataPath("lfm25_detok"));
+    auto r = Lfm25Detokenizer::Load(testing::DetokenizerDir("lfm25_detok"));
     EXPECT_TRUE(r.ok()) << r.status().ToString();
     return r.ok() ? std::move(r).value() : nullptr;
   }();

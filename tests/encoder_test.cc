@@ -24,6 +24,7 @@
 #include "models/lfm25_audio/conformer.h"
 #include "models/lfm25_audio/lfm2_config.h"
 #include "threading/thread_team.h"
+#include "model_files.h"
 #include "trace_util.h"
 
 namespace lfmvox {
@@ -51,17 +52,14 @@ Case& Load(const std::string& name) {
   auto& c = cache[name];
   if (!c) {
     c = std::make_unique<Case>();
-    c->dir = testing::DataPath(name);
-    auto cfg = ReadJsonFile(c->dir + "/config.json");
-    EXPECT_TRUE(cfg.ok()) << cfg.status().ToString();
-    c->config = *cfg;
-    auto parsed = Lfm25AudioConfig::FromJson(c->config, c->dir + "/config.json");
+    testing::ModelFiles files = testing::OpenModelFiles(name);
+    c->dir = files.where;
+    c->config = files.config;
+    auto parsed = Lfm25AudioConfig::FromJson(c->config, c->dir);
     EXPECT_TRUE(parsed.ok()) << parsed.status().ToString();
     c->encoder_config = parsed->encoder;
     c->hidden = parsed->lfm.hidden_size;
-    auto ck = Checkpoint::Open(c->dir);
-    EXPECT_TRUE(ck.ok()) << ck.status().ToString();
-    c->ckpt.emplace(std::move(ck).value());
+    c->ckpt.emplace(std::move(*files.weights));
     auto enc = AudioEncoder::Load(*c->ckpt, c->encoder_config, c->hidden);
     EXPECT_TRUE(enc.ok()) << enc.status().ToString();
     c->encoder.emplace(std::move(enc).value());

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "models/lfm25_audio/session.h"
+#include "model_files.h"
 #include "trace_util.h"
 
 namespace lfmvox::testing {
@@ -17,7 +18,7 @@ inline const Lfm25AudioModel& OracleModel(const std::string& name, bool with_det
   static std::map<std::string, std::unique_ptr<Lfm25AudioModel>> cache;
   auto& m = cache[name + (with_detokenizer ? "+detok" : "")];
   if (!m) {
-    auto r = Lfm25AudioModel::Load(DataPath(name), {.load_detokenizer = with_detokenizer});
+    auto r = Lfm25AudioModel::Load(ModelDir(name), {.load_detokenizer = with_detokenizer});
     EXPECT_TRUE(r.ok()) << r.status().ToString();
     m = std::move(r).value();
   }

@@ -53,6 +53,9 @@ constexpr char kUsage[] =
     "                       the conversation is kept; replies go to DIR/reply_N.wav\n"
     "      --system TEXT (default \"Respond with interleaved text and audio.\")\n"
     "      --seed S --temperature T --top-k K (audio; default 1.0, 4) --max-new N --context N --threads N\n"
+    "  quantize    a Hugging Face snapshot -> Liquid's four-file GGUF release\n"
+    "      --model DIR --type f32|f16|bf16|q8_0|q4_0 --out OUTDIR\n"
+    "                       (every --model above also takes such a folder or one of its files)\n"
     "  help        this text\n";
 
 int Fail(const std::string& msg, int code = 1) {
@@ -390,6 +393,19 @@ lfmvox::OutputCallbacks PrintText(const lfmvox::AudioModel& model) {
   return cb;
 }
 
+int Quantize(int argc, char** argv) {
+  Args args;
+  std::string err;
+  if (!ParseArgs(argc, argv, 2, {"model", "type", "out"}, {}, &args, &err)) return UsageError(err);
+  const std::string *model_dir = args.Get("model"), *type = args.Get("type"), *out = args.Get("out");
+  if (!model_dir || !type || !out || !args.positional.empty())
+    return UsageError("quantize needs --model DIR --type f16|q8_0|q4_0 --out OUTDIR");
+  auto r = lfmvox::QuantizeModel(*model_dir, *out, *type);
+  if (!r.ok()) return Fail(r.status().message());
+  for (const std::string& f : r->files) std::printf("%s\n", f.c_str());
+  return 0;
+}
+
 int Asr(int argc, char** argv) {
   Args args;
   std::string err;
@@ -510,6 +526,7 @@ int main(int argc, char** argv) {
   if (cmd == "generate") return Generate(argc, argv);
   if (cmd == "asr") return Asr(argc, argv);
   if (cmd == "chat") return Chat(argc, argv);
+  if (cmd == "quantize") return Quantize(argc, argv);
   if (cmd == "help" || cmd == "--help" || cmd == "-h") {
     std::fputs(kUsage, stdout);
     return 0;

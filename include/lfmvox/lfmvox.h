@@ -319,4 +319,16 @@ class Conversation {
   std::unique_ptr<Impl> impl_;
 };
 
+// Writes a model as Liquid's four-file GGUF release (backbone, mmproj-,
+// vocoder-, tokenizer-<name>-<TYPE>.gguf) into out_dir, from a Hugging Face
+// snapshot. `type` is "f32", "f16", "bf16", "q8_0" or "q4_0"; per-tensor
+// rules follow llama.cpp (norms and convolution taps F32; with q4_0 the tied
+// token embedding is Q6_K). The backbone file loads in llama.cpp too, and
+// every `model_dir` of this API accepts out_dir (or one of its files).
+struct QuantizeResult {
+  std::vector<std::string> files;  // the paths written
+};
+Result<QuantizeResult> QuantizeModel(const std::string& model_dir, const std::string& out_dir,
+                                     const std::string& type);
+
 }  // namespace lfmvox

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "io/json_config.h"
+#include "models/lfm25_audio/gguf_release.h"
 
 namespace lfmvox {
 namespace {
@@ -27,6 +28,8 @@ bool ListHas(const nlohmann::json& j, const char* key, const char* value) {
 }  // namespace
 
 Result<std::unique_ptr<FamilyModel>> LoadFamily(const std::string& dir) {
+  // Liquid's GGUF release (no config.json; the files say what they are).
+  if (LooksLikeGgufRelease(dir)) return LoadLfm25Family(dir);
   const std::string path = dir + "/config.json";
   LFM_ASSIGN_OR_RETURN(const nlohmann::json cfg, ReadJsonFile(path));
   // LFM2.5-Audio: liquid-audio's "LFM2AudioModel"; a config without

@@ -286,6 +286,15 @@ Checkpoint Checkpoint::FromFile(std::unique_ptr<SafetensorsFile> file) {
   return c;
 }
 
+Checkpoint Checkpoint::FromViews(std::string path, std::map<std::string, TensorView, std::less<>> tensors,
+                                 std::shared_ptr<const void> owner) {
+  Checkpoint c;
+  c.path_ = std::move(path);
+  c.tensors_ = std::move(tensors);
+  c.owner_ = std::move(owner);
+  return c;
+}
+
 Result<Checkpoint> Checkpoint::Open(const std::string& path) {
   std::error_code ec;
   const fs::path p(path);

@@ -88,6 +88,10 @@ class Checkpoint {
   static Result<Checkpoint> Open(const std::string& path);
   // A checkpoint over one already opened file (tests, fuzzing, in-memory images).
   static Checkpoint FromFile(std::unique_ptr<SafetensorsFile> file);
+  // A checkpoint over views another reader made (a GGUF release presented under its Hugging Face
+  // names): every view must point into memory that `owner` keeps alive.
+  static Checkpoint FromViews(std::string path, std::map<std::string, TensorView, std::less<>> tensors,
+                              std::shared_ptr<const void> owner);
 
   Checkpoint(Checkpoint&&) = default;
   Checkpoint& operator=(Checkpoint&&) = default;
@@ -104,6 +108,7 @@ class Checkpoint {
 
   std::string path_;
   std::vector<std::unique_ptr<SafetensorsFile>> files_;  // unique_ptr: views stay valid when moved
+  std::shared_ptr<const void> owner_;                    // FromViews: what the views point into
   std::map<std::string, TensorView, std::less<>> tensors_;
 };
 

@@ -66,6 +66,13 @@ Status LoadLayer(const Checkpoint& ckpt, const ConformerConfig& c, size_t i, Lay
   AlignedBuffer<float> gamma, beta, mean, var;
   LFM_RETURN_IF_ERROR(LoadF32(ckpt, p + "conv.batch_norm.weight", Shape{d}, &gamma));
   LFM_RETURN_IF_ERROR(LoadF32(ckpt, p + "conv.batch_norm.bias", Shape{d}, &beta));
+  if (!ckpt.Has(p + "conv.batch_norm.running_mean") && !ckpt.Has(p + "conv.batch_norm.running_var")) {
+    // Already folded (llama.cpp's converter stores scale and shift as weight
+    // and bias, and drops the running statistics).
+    L->bn_scale = std::move(gamma);
+    L->bn_shift = std::move(beta);
+    return Status::Ok();
+  }
   LFM_RETURN_IF_ERROR(LoadF32(ckpt, p + "conv.batch_norm.running_mean", Shape{d}, &mean));
   LFM_RETURN_IF_ERROR(LoadF32(ckpt, p + "conv.batch_norm.running_var", Shape{d}, &var));
   L->bn_scale.Reset(static_cast<size_t>(d));

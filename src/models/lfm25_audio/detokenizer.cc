@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "blocks/weights.h"
+#include "models/lfm25_audio/gguf_release.h"
 #include "threading/stage_policy.h"
 #include "threading/thread_team.h"
 
@@ -12,6 +13,17 @@ namespace lfmvox {
 namespace fs = std::filesystem;
 
 Result<std::unique_ptr<Lfm25Detokenizer>> Lfm25Detokenizer::Load(const std::string& dir_in) {
+  if (LooksLikeGgufRelease(dir_in)) {
+    LFM_ASSIGN_OR_RETURN(Lfm25GgufFiles files, FindLfm25GgufRelease(dir_in));
+    LFM_ASSIGN_OR_RETURN(Lfm25GgufModel g, OpenLfm25GgufRelease(files, /*want_main=*/false));
+    if (!g.detokenizer) {
+      return NotFound(dir_in + " has no detokenizer (tokenizer-*.gguf) next to its vocoder; download it too");
+    }
+    const std::string where = files.detokenizer.empty() ? files.vocoder : files.detokenizer;
+    LFM_ASSIGN_OR_RETURN(Lfm25DetokenizerConfig config,
+                         Lfm25DetokenizerConfig::FromJson(g.detokenizer_config, where + " (GGUF metadata)"));
+    return Load(std::move(config), std::move(*g.detokenizer), where);
+  }
   fs::path dir(dir_in);
   std::error_code ec;
   if (fs::is_directory(dir / "audio_detokenizer", ec)) dir /= "audio_detokenizer";
@@ -20,14 +32,20 @@ Result<std::unique_ptr<Lfm25Detokenizer>> Lfm25Detokenizer::Load(const std::stri
     return NotFound("no detokenizer config at " + config_path.string() +
                     "; pass the model directory (holding audio_detokenizer/) or that folder itself");
   }
-  auto m = std::unique_ptr<Lfm25Detokenizer>(new Lfm25Detokenizer());
-  LFM_ASSIGN_OR_RETURN(m->config_, Lfm25DetokenizerConfig::Load(config_path.string()));
+  LFM_ASSIGN_OR_RETURN(Lfm25DetokenizerConfig config, Lfm25DetokenizerConfig::Load(config_path.string()));
   LFM_ASSIGN_OR_RETURN(Checkpoint ckpt, Checkpoint::Open(dir.string()));
-  m->ckpt_.emplace(std::move(ckpt));
+  return Load(std::move(config), std::move(ckpt), dir.string());
+}
+
+Result<std::unique_ptr<Lfm25Detokenizer>> Lfm25Detokenizer::Load(Lfm25DetokenizerConfig config, Checkpoint weights,
+                                                                  const std::string& where_in) {
+  auto m = std::unique_ptr<Lfm25Detokenizer>(new Lfm25Detokenizer());
+  m->config_ = std::move(config);
+  m->ckpt_.emplace(std::move(weights));
   const Checkpoint& ck = *m->ckpt_;
   Lfm25DetokenizerConfig& c = m->config_;
   const int64_t H = c.lfm.hidden_size;
-  const std::string where = "loading " + dir.string();
+  const std::string where = "loading " + where_in;
 
   LFM_ASSIGN_OR_RETURN(TensorView emb, ck.Get("emb.emb.weight"));
   if (emb.shape.rank != 2 || emb.shape[1] != H || emb.shape[0] % c.num_codebooks != 0 || emb.shape[0] == 0) {

@@ -40,8 +40,12 @@ class ThreadTeam;
 class Lfm25Detokenizer {
  public:
   // `dir` is the model directory as downloaded (holding audio_detokenizer/)
-  // or the audio_detokenizer folder itself.
+  // or the audio_detokenizer folder itself, or Liquid's GGUF release (its
+  // folder or one of its files; gguf_release.h).
   static Result<std::unique_ptr<Lfm25Detokenizer>> Load(const std::string& dir);
+  // From a parsed config and its weights (`where` names them in errors).
+  static Result<std::unique_ptr<Lfm25Detokenizer>> Load(Lfm25DetokenizerConfig config, Checkpoint weights,
+                                                        const std::string& where);
 
   const Lfm25DetokenizerConfig& config() const { return config_; }
   const Lfm2Stack& stack() const { return stack_; }

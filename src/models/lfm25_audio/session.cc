@@ -4,6 +4,7 @@
 #include <cmath>
 #include <filesystem>
 
+#include "models/lfm25_audio/gguf_release.h"
 #include "threading/stage_policy.h"
 #include "threading/thread_team.h"
 
@@ -25,13 +26,31 @@ Result<int32_t> Special(const Tokenizer& tok, const char* name, const std::strin
 Result<std::unique_ptr<Lfm25AudioModel>> Lfm25AudioModel::Load(const std::string& dir,
                                                                const ModelLoadOptions& options) {
   std::error_code ec;
-  if (!fs::is_directory(dir, ec))
-    return NotFound(dir + " is not a directory (pass the model's snapshot folder)");
   auto m = std::unique_ptr<Lfm25AudioModel>(new Lfm25AudioModel());
-  LFM_ASSIGN_OR_RETURN(m->config_, Lfm25AudioConfig::Load(dir + "/config.json"));
-  LFM_ASSIGN_OR_RETURN(Checkpoint ck, Checkpoint::Open(dir));
-  m->ckpt_.emplace(std::move(ck));
-  const std::string where = "loading " + dir;
+  std::string where = "loading " + dir, tok_path;
+  std::optional<Lfm25GgufModel> gguf;
+  if (LooksLikeGgufRelease(dir)) {
+    LFM_ASSIGN_OR_RETURN(Lfm25GgufFiles files, FindLfm25GgufRelease(dir));
+    LFM_ASSIGN_OR_RETURN(Lfm25GgufModel g, OpenLfm25GgufRelease(files));
+    gguf.emplace(std::move(g));
+    where = "loading " + gguf->where;
+    tok_path = gguf->where + " (tokenizer.ggml.*)";
+    LFM_ASSIGN_OR_RETURN(m->config_, Lfm25AudioConfig::FromJson(gguf->config, gguf->where + " (GGUF metadata)"));
+    m->ckpt_.emplace(std::move(gguf->weights));
+    Result<Tokenizer> t = Tokenizer::FromVocab(gguf->vocab);
+    if (!t.ok()) return t.status().WithContext(where);
+    m->tokenizer_.emplace(std::move(t).value());
+  } else {
+    if (!fs::is_directory(dir, ec))
+      return NotFound(dir + " is not a directory (pass the model's snapshot folder or its GGUF files)");
+    LFM_ASSIGN_OR_RETURN(m->config_, Lfm25AudioConfig::Load(dir + "/config.json"));
+    LFM_ASSIGN_OR_RETURN(Checkpoint ck, Checkpoint::Open(dir));
+    m->ckpt_.emplace(std::move(ck));
+    tok_path = dir + "/tokenizer.json";
+    Result<Tokenizer> t = Tokenizer::LoadFile(tok_path);
+    if (!t.ok()) return t.status().WithContext(where);
+    m->tokenizer_.emplace(std::move(t).value());
+  }
   {
     Result<Lfm2Backbone> b = Lfm2Backbone::Load(*m->ckpt_, m->config_.lfm, m->config_.codebooks);
     if (!b.ok()) return b.status().WithContext(where);
@@ -52,12 +71,6 @@ Result<std::unique_ptr<Lfm25AudioModel>> Lfm25AudioModel::Load(const std::string
     if (!e.ok()) return e.status().WithContext(where);
     m->encoder_.emplace(std::move(e).value());
   }
-  const std::string tok_path = dir + "/tokenizer.json";
-  {
-    Result<Tokenizer> t = Tokenizer::LoadFile(tok_path);
-    if (!t.ok()) return t.status().WithContext(where);
-    m->tokenizer_.emplace(std::move(t).value());
-  }
   SpecialTokens& s = m->special_;
   LFM_ASSIGN_OR_RETURN(s.start_of_text, Special(*m->tokenizer_, "<|startoftext|>", tok_path));
   LFM_ASSIGN_OR_RETURN(s.im_start, Special(*m->tokenizer_, "<|im_start|>", tok_path));
@@ -76,12 +89,21 @@ Result<std::unique_ptr<Lfm25AudioModel>> Lfm25AudioModel::Load(const std::string
     }
   }
   if (options.load_detokenizer) {
-    if (!fs::is_directory(dir + "/audio_detokenizer", ec)) {
-      return NotFound(where +
-                      ": there is no audio_detokenizer/ folder (the LFM2.5 speech decoder); download the "
-                      "whole model snapshot");
+    if (gguf) {
+      if (!gguf->detokenizer) {
+        return NotFound(where + ": the GGUF release has no detokenizer (tokenizer-*.gguf, the speech decoder)");
+      }
+      LFM_ASSIGN_OR_RETURN(Lfm25DetokenizerConfig dc, Lfm25DetokenizerConfig::FromJson(
+                                                          gguf->detokenizer_config, gguf->where + " (GGUF metadata)"));
+      LFM_ASSIGN_OR_RETURN(m->detok_, Lfm25Detokenizer::Load(std::move(dc), std::move(*gguf->detokenizer), gguf->where));
+    } else {
+      if (!fs::is_directory(dir + "/audio_detokenizer", ec)) {
+        return NotFound(where +
+                        ": there is no audio_detokenizer/ folder (the LFM2.5 speech decoder); download the "
+                        "whole model snapshot");
+      }
+      LFM_ASSIGN_OR_RETURN(m->detok_, Lfm25Detokenizer::Load(dir + "/audio_detokenizer"));
     }
-    LFM_ASSIGN_OR_RETURN(m->detok_, Lfm25Detokenizer::Load(dir + "/audio_detokenizer"));
     if (m->detok_->config().num_codebooks != m->config_.codebooks) {
       return InvalidArgument(where + ": the detokenizer's codebook count differs from the model's");
     }

@@ -1,0 +1,100 @@
+// Liquid's GGUF release of LFM2.5-Audio (spec GGUF_AND_MIMI.md part 1), read
+// as the Hugging Face snapshot it was converted from, and written from one.
+//
+// The release is four files: the LFM2 backbone (arch `lfm2`, with the text
+// tokenizer), the encoder `mmproj-…` (arch `clip`, projector `lfm2a`), the
+// `vocoder-…` (depthformer, audio embeddings, the detokenizer's code table and
+// iSTFT window) and the detokenizer `tokenizer-…` (arch `lfm2`, no vocab). The
+// older "merged" vocoder, which also holds the detokenizer's layers under
+// their Hugging Face names, is read too.
+//
+// Reading maps every GGUF tensor back to its Hugging Face name and shape, in
+// place in the mmap (block formats included), so the stage loaders are the
+// same for both layouts. The configuration is rebuilt from the files'
+// metadata and tensor shapes; what Liquid's files do not store (the log-mel
+// front end, the encoder's fixed choices, the interleaving schedule, the
+// codec's hop) comes from the `lfmvox.config` / `lfmvox.detokenizer_config`
+// keys lfmvox's writer adds, else from the published LFM2.5-Audio-1.5B
+// config.json, which llama.cpp hard-codes the same way.
+#pragma once
+
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "io/safetensors.h"
+#include "models/lfm25_audio/lfm2_config.h"
+#include "tensor/matrix.h"
+#include "text/tokenizer_vocab.h"
+
+namespace lfmvox {
+
+// The four files of one release (paths).
+struct Lfm25GgufFiles {
+  std::string backbone, mmproj, vocoder, detokenizer;
+};
+
+// True when `path` is a .gguf file or a directory holding .gguf files and no
+// config.json (so a Hugging Face snapshot always wins).
+bool LooksLikeGgufRelease(const std::string& path);
+
+// Finds the four files by their content (architecture, tensors), not their
+// names. `path` is a directory, or one file of the set (which then picks the
+// set when the directory holds several quantizations: files are grouped by the
+// suffix after their last '-', e.g. "Q4_0"). Without the encoder or the
+// detokenizer file the corresponding path is empty (the model then loads
+// without that stage only if the caller does not need it).
+Result<Lfm25GgufFiles> FindLfm25GgufRelease(const std::string& path);
+
+// An opened release: the weights under their Hugging Face names, and the
+// config.json and audio_detokenizer/config.json they imply.
+struct Lfm25GgufModel {
+  Checkpoint weights;                           // model.safetensors' tensors
+  std::optional<Checkpoint> detokenizer;        // audio_detokenizer/model.safetensors' tensors
+  nlohmann::json config;                        // as config.json
+  nlohmann::json detokenizer_config;            // as audio_detokenizer/config.json (null without it)
+  TokenizerVocab vocab;                         // tokenizer.ggml.* of the backbone
+  std::string where;                            // the backbone's path, for messages
+};
+
+// Opens the files (mmap) and maps them. `want_main` false opens only what the
+// detokenizer needs (vocoder + detokenizer files).
+Result<Lfm25GgufModel> OpenLfm25GgufRelease(const Lfm25GgufFiles& files, bool want_main = true);
+
+struct Lfm25GgufWriteOptions {
+  // The type of every quantizable 2-D weight: kF32, kF16, kBF16, kQ8_0 or
+  // kQ4_0. Per-tensor rules follow llama.cpp's converter and llama-quantize's
+  // defaults: norms, biases, 1-D tensors, the short-conv taps and the
+  // encoder's convolution module stay F32; with Q4_0 the tied token
+  // embedding / text head becomes Q6_K; a row that is no whole number of
+  // blocks falls back to F16.
+  WeightFormat type = WeightFormat::kF16;
+  // Adds lfmvox.config / lfmvox.detokenizer_config (the snapshot's two
+  // config.json files), so that nothing falls back to the published defaults.
+  // Off writes exactly the keys Liquid's files have.
+  bool embed_configs = true;
+  std::string name = "LFM2.5-Audio-1.5B";  // file stem; files are <prefix><name>-<TYPE>.gguf
+};
+
+// Writes the four files of a release from a Hugging Face snapshot directory
+// into out_dir (created if missing). Returns the paths written.
+Result<Lfm25GgufFiles> WriteLfm25GgufRelease(const std::string& snapshot_dir, const std::string& out_dir,
+                                            const Lfm25GgufWriteOptions& options);
+
+// One LFM2 GGUF file on its own (a release's backbone or detokenizer, or any
+// llama.cpp LFM2 text model): its stack configuration and its tensors under
+// the Hugging Face names (lfm.embed_tokens.weight, lfm.layers.N.…).
+struct Lfm2Gguf {
+  Lfm2Config config;
+  Checkpoint weights;
+};
+Result<Lfm2Gguf> OpenLfm2Gguf(const std::string& path);
+
+// "F16", "Q4_0", ... as used in the file names; false when `name` is none of
+// the types the writer takes.
+bool ParseGgufWriteType(const std::string& name, WeightFormat* out);
+
+}  // namespace lfmvox
