@@ -505,6 +505,28 @@ Result<nlohmann::json> DetokenizerConfig(const GgufFile& detok, const GgufFile& 
   return j;
 }
 
+// GgufWriter's metadata calls, keeping the first error for Write (the keys
+// here are fixed, so an error is a bug, but it must not pass silently).
+class MetaWriter {
+ public:
+  explicit MetaWriter(GgufWriter& w) : w_(w) {}
+  void AddString(std::string_view k, std::string_view v) { Keep(w_.AddString(k, v)); }
+  void AddU32(std::string_view k, uint32_t v) { Keep(w_.AddU32(k, v)); }
+  void AddF32(std::string_view k, float v) { Keep(w_.AddF32(k, v)); }
+  void AddBool(std::string_view k, bool v) { Keep(w_.AddBool(k, v)); }
+  void AddArrayI32(std::string_view k, const std::vector<int32_t>& v) { Keep(w_.AddArrayI32(k, v)); }
+  void AddArrayF32(std::string_view k, const std::vector<float>& v) { Keep(w_.AddArrayF32(k, v)); }
+  void AddArrayString(std::string_view k, const std::vector<std::string>& v) { Keep(w_.AddArrayString(k, v)); }
+  const Status& status() const { return first_; }
+
+ private:
+  void Keep(Status s) {
+    if (first_.ok() && !s.ok()) first_ = std::move(s);
+  }
+  GgufWriter& w_;
+  Status first_;
+};
+
 // tokenizer.ggml.* [spec §1.2] as the vocabulary they describe.
 Result<TokenizerVocab> VocabFromGguf(const GgufFile& f) {
   const GgufMetadata& m = f.metadata();
@@ -532,7 +554,7 @@ Result<TokenizerVocab> VocabFromGguf(const GgufFile& f) {
   return v;
 }
 
-void AddVocabMetadata(const TokenizerVocab& v, GgufWriter& w) {
+void AddVocabMetadata(const TokenizerVocab& v, MetaWriter& w) {
   w.AddString("tokenizer.ggml.model", v.model);
   w.AddString("tokenizer.ggml.pre", v.pre);
   w.AddArrayString("tokenizer.ggml.tokens", v.tokens);
@@ -815,7 +837,7 @@ WeightFormat QuantFormat(WeightFormat want, size_t cols) {
 class FileBuilder {
  public:
   explicit FileBuilder(std::string path) : path_(std::move(path)) {}
-  GgufWriter& meta() { return w_; }
+  MetaWriter& meta() { return meta_; }
 
   // `force_f32`: norms, biases, 1-D and convolution tensors.
   Status Add(const std::string& gguf_name, const std::string& hf_name, const TensorView& t, WeightFormat type,
@@ -840,6 +862,7 @@ class FileBuilder {
   }
 
   Status Write() {
+    LFM_RETURN_IF_ERROR(meta_.status());
     for (const Pending& p : pending_) {
       LFM_RETURN_IF_ERROR(w_.AddTensor(p.name, GgmlTypeOf(p.format), p.ne,
                                        std::string_view(reinterpret_cast<const char*>(p.bytes.data()),
@@ -852,6 +875,7 @@ class FileBuilder {
  private:
   std::string path_;
   GgufWriter w_;
+  MetaWriter meta_{w_};
   std::vector<Pending> pending_;
 };
 
@@ -862,7 +886,7 @@ bool IsOneD(const TensorView& t) {
 }
 
 // The LFM2 metadata of the backbone and detokenizer files [spec §1.2, §1.5].
-void WriteLfm2Meta(GgufWriter& w, const Lfm2Config& c, int64_t vocab, int64_t ff_key, int output_size) {
+void WriteLfm2Meta(MetaWriter& w, const Lfm2Config& c, int64_t vocab, int64_t ff_key, int output_size) {
   w.AddString("general.architecture", "lfm2");
   w.AddU32("lfm2.context_length", static_cast<uint32_t>(c.max_positions));
   w.AddU32("lfm2.embedding_length", static_cast<uint32_t>(c.hidden_size));
@@ -947,7 +971,7 @@ Result<Lfm25GgufFiles> WriteLfm25GgufRelease(const std::string& snapshot_dir, co
   // Backbone: lfm.* of model.safetensors plus the text tokenizer.
   {
     FileBuilder b(out.backbone);
-    GgufWriter& w = b.meta();
+    MetaWriter& w = b.meta();
     LFM_ASSIGN_OR_RETURN(TensorView emb, ck.Get("lfm.embed_tokens.weight"));
     WriteLfm2Meta(w, cfg.lfm, emb.shape[0], cfg.lfm.ffn_dim, 0);
     w.AddString("general.type", "model");
@@ -962,7 +986,7 @@ Result<Lfm25GgufFiles> WriteLfm25GgufRelease(const std::string& snapshot_dir, co
   // Encoder: conformer.* and audio_adapter.*, the BatchNorm folded [spec §1.3].
   {
     FileBuilder b(out.mmproj);
-    GgufWriter& w = b.meta();
+    MetaWriter& w = b.meta();
     const ConformerConfig& e = cfg.encoder;
     w.AddString("general.architecture", "clip");
     w.AddString("general.type", "mmproj");
@@ -1017,7 +1041,7 @@ Result<Lfm25GgufFiles> WriteLfm25GgufRelease(const std::string& snapshot_dir, co
   // Vocoder: depthformer, audio embeddings, emb.emb and istft.window [spec §1.4].
   {
     FileBuilder b(out.vocoder);
-    GgufWriter& w = b.meta();
+    MetaWriter& w = b.meta();
     w.AddString("general.architecture",
                 "this model cannot be used as LLM, use it via --model-vocoder in TTS examples");
     w.AddU32("depthformer_n_layer", static_cast<uint32_t>(cfg.depthformer.layers));
@@ -1037,7 +1061,7 @@ Result<Lfm25GgufFiles> WriteLfm25GgufRelease(const std::string& snapshot_dir, co
   // Detokenizer: the LFM2 stack of audio_detokenizer/ plus dense_2 [spec §1.5].
   {
     FileBuilder b(out.detokenizer);
-    GgufWriter& w = b.meta();
+    MetaWriter& w = b.meta();
     LFM_ASSIGN_OR_RETURN(TensorView emb, dck.Get("lfm.embed_tokens.weight"));
     WriteLfm2Meta(w, dcfg.lfm, emb.shape[0], dcfg.lfm.ffn_dim, dcfg.output_size);
     w.AddString("general.type", "model");
