@@ -23,7 +23,7 @@ namespace HWY_NAMESPACE {
 struct Q6_KBlocks {
   static constexpr const char* kName = "Q6_K";
   static constexpr size_t kBlockElems = 256, kBlockBytes = kQ6_KBlockBytes, kGroups = 8;
-  static float Scale(const uint8_t* blk) { return QHalf(blk + kQ6_KD); }
+  static constexpr size_t kScaleAt = kQ6_KD, kNrR1 = 4;
   // Group g = 4h + t covers weights 128h + 32t + l, l < 32: low bits in the
   // ql bytes 64h + 32(t & 1) + l (low nibbles for t < 2, high for t ≥ 2),
   // high bits at qh[32h + l] >> 2t, sub-scales scales[8h + 2t] (l < 16) and
@@ -46,7 +46,11 @@ struct Q6_KBlocks {
                                          _mm256_set1_epi8(3));
     Codes c;
     c.q = _mm256_or_si256(lo, _mm256_slli_epi16(hi2, 4));  // ≤ 3 << 4: no carry into the next byte
-    c.sc = _mm256_set_m128i(_mm_set1_epi16(SubScale(blk, g, 1)), _mm_set1_epi16(SubScale(blk, g, 0)));
+    // scales[2g] in bytes 0-7 and scales[2g + 1] in bytes 8-15 (g = 4h + t), widened.
+    const __m128i sc8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + kQ6_KScales));
+    const __m128i pick = _mm_add_epi8(_mm_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1),
+                                      _mm_set1_epi8(static_cast<char>(2 * g)));
+    c.sc = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc8, pick));
     return c;
   }
   // Σ x·(q − 32) = Σ x·q − 32·Σ x, the second term X's alone (as for Q4_0).

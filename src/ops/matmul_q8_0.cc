@@ -17,7 +17,7 @@ namespace HWY_NAMESPACE {
 struct Q8_0Blocks {
   static constexpr const char* kName = "Q8_0";
   static constexpr size_t kBlockElems = 32, kBlockBytes = kQ8_0BlockBytes, kGroups = 1;
-  static float Scale(const uint8_t* blk) { return QHalf(blk); }
+  static constexpr size_t kScaleAt = 0, kNrR1 = 8;
 #if LFMVOX_QUANT_INTRINSICS
   using Codes = __m256i;
   static Codes Decode(const uint8_t* blk, size_t /*g*/) {

@@ -9,8 +9,8 @@
 // weights per instruction and keeps up with DRAM.
 //
 // A decoder (matmul_q8_0.cc, matmul_q4_0.cc, matmul_q6_k.cc) has
-//   kBlockElems, kBlockBytes, kGroups = kBlockElems / 32;
-//   float Scale(const uint8_t* block): d_w;
+//   kBlockElems, kBlockBytes, kGroups = kBlockElems / 32, kScaleAt (the
+//   byte offset of the block's f16 d_w), kNrR1 (W rows per tile at m = 1);
 //   and per target flavour (see kIntrinsics below):
 //   Codes Decode(const uint8_t* block, size_t g): group g's weights, reused
 //       for every X row of a tile;
@@ -122,14 +122,15 @@ struct Codes16 {
 };
 #endif
 
-// The f16 scale at p, widened exactly (F16C where the target has it).
-HWY_INLINE float QHalf(const uint8_t* p) {
+// The f16 scale at p, widened exactly, in every lane (F16C where the target
+// has it: a broadcast load and one conversion).
+HWY_INLINE QScale QLoadScale(const uint8_t* p) {
   uint16_t h;
   std::memcpy(&h, p, 2);
 #if LFMVOX_QUANT_INTRINSICS && !defined(HWY_DISABLE_F16C)
-  return _cvtsh_ss(h);
+  return _mm256_cvtph_ps(_mm_set1_epi16(static_cast<short>(h)));
 #else
-  return F16ToF32(h);
+  return QSetScale(F16ToF32(h));
 #endif
 }
 
@@ -147,20 +148,22 @@ struct QuantArgs {
 };
 
 // The tile shapes: accumulators R·NR, plus NR decoded groups live at once.
+// R = 1 takes the format's kNrR1: 8 for the 32-blocks (more W rows share
+// each X group's load, correction and scale), 4 for Q6_K, whose NR block
+// scales stay live across its 8 groups.
 constexpr size_t kQNrForR[] = {0, 4, 4, 2, 2, 2, 2};
 constexpr size_t kQMR = 6;
 // For m > kQMR: X rows processed against each W row block while they stay in
 // L2, as matmul-inl.h does (quantized X is ~1.1 bytes a value).
 constexpr size_t kQXBlockBytes = 256 * 1024;
 
-// Prefetch of the next tile's rows: every 64-byte line that starts inside
-// block b of the row (the row's first line at b = 0), so each line once.
+// Prefetch of the next tile's rows, as matmul-inl.h does: at every block,
+// addresses 64 bytes apart from its start, which touch every line the block
+// spans. Unconditional: a branch per block costs more than the few repeated
+// prefetches of a line shared by neighbouring small blocks.
 template <class Fmt>
-HWY_INLINE void PrefetchBlock(const uint8_t* row, size_t b) {
-  const uintptr_t start = reinterpret_cast<uintptr_t>(row) + b * Fmt::kBlockBytes;
-  const uintptr_t end = start + Fmt::kBlockBytes;
-  uintptr_t line = b == 0 ? start & ~uintptr_t{63} : (start + 63) & ~uintptr_t{63};
-  for (; line < end; line += 64) hwy::Prefetch(reinterpret_cast<const uint8_t*>(line));
+HWY_INLINE void PrefetchBlock(const uint8_t* block) {
+  for (size_t o = 0; o < Fmt::kBlockBytes; o += 64) hwy::Prefetch(block + o);
 }
 
 // Y[i .. i+R, j .. j+NR) from X rows [i, i + R) and W rows [j, j + NR).
@@ -168,26 +171,38 @@ template <size_t R, size_t NR, class Fmt>
 HWY_NOINLINE void QTile(const QuantArgs& a, size_t i, size_t j) {
   const size_t rb = a.w_row_bytes;
   const uint8_t* HWY_RESTRICT w = a.w + j * rb;
-  QAcc acc[R][NR];
+  QAcc acc[R][NR];  // acc[r][c]: Y[i + r, j + c]
   for (size_t r = 0; r < R; ++r) {
     for (size_t c = 0; c < NR; ++c) acc[r][c] = QZero();
   }
   for (size_t b = 0; b < a.blocks; ++b) {
-    QScale dw[NR];
-    for (size_t c = 0; c < NR; ++c) {
-      PrefetchBlock<Fmt>(w + (c + NR) * rb, b);
-      dw[c] = QSetScale(Fmt::Scale(w + c * rb + b * Fmt::kBlockBytes));
-    }
-    for (size_t g = 0; g < Fmt::kGroups; ++g) {
-      const size_t xg = b * Fmt::kGroups + g;  // the X group: values [32·xg, 32·xg + 32)
-      typename Fmt::Codes codes[NR];
-      for (size_t c = 0; c < NR; ++c) codes[c] = Fmt::Decode(w + c * rb + b * Fmt::kBlockBytes, g);
-      for (size_t r = 0; r < R; ++r) {
-        const auto xv = QLoadX(a.xq + (i + r) * a.ldq + 32 * xg);
-        const auto xs = Fmt::XSide(xv);
-        const QScale dx = QSetScale(a.xd[(i + r) * a.ldd + xg]);
-        for (size_t c = 0; c < NR; ++c) {
-          acc[r][c] = QMulAdd(Fmt::Dot(codes[c], xv, xs), QMulScale(dw[c], dx), acc[r][c]);
+    for (size_t c = 0; c < NR; ++c) PrefetchBlock<Fmt>(w + (c + NR) * rb + b * Fmt::kBlockBytes);
+    if constexpr (R == 1 && Fmt::kGroups == 1) {
+      // One X row, one group a block: each W row decoded and used at once,
+      // so that NR = 8 accumulators fit the 16 registers of AVX2 (the
+      // operations on each accumulator are those of the general case).
+      const auto xv = QLoadX(a.xq + i * a.ldq + 32 * b);
+      const auto xs = Fmt::XSide(xv);
+      const QScale dx = QSetScale(a.xd[i * a.ldd + b]);
+      for (size_t c = 0; c < NR; ++c) {
+        const uint8_t* blk = w + c * rb + b * Fmt::kBlockBytes;
+        const QScale dw = QLoadScale(blk + Fmt::kScaleAt);
+        acc[0][c] = QMulAdd(Fmt::Dot(Fmt::Decode(blk, 0), xv, xs), QMulScale(dw, dx), acc[0][c]);
+      }
+    } else {
+      QScale dw[NR];
+      for (size_t c = 0; c < NR; ++c) dw[c] = QLoadScale(w + c * rb + b * Fmt::kBlockBytes + Fmt::kScaleAt);
+      for (size_t g = 0; g < Fmt::kGroups; ++g) {
+        const size_t xg = b * Fmt::kGroups + g;  // the X group: values [32·xg, 32·xg + 32)
+        typename Fmt::Codes codes[NR];
+        for (size_t c = 0; c < NR; ++c) codes[c] = Fmt::Decode(w + c * rb + b * Fmt::kBlockBytes, g);
+        for (size_t r = 0; r < R; ++r) {
+          const auto xv = QLoadX(a.xq + (i + r) * a.ldq + 32 * xg);
+          const auto xs = Fmt::XSide(xv);
+          const QScale dx = QSetScale(a.xd[(i + r) * a.ldd + xg]);
+          for (size_t c = 0; c < NR; ++c) {
+            acc[r][c] = QMulAdd(Fmt::Dot(codes[c], xv, xs), QMulScale(dw[c], dx), acc[r][c]);
+          }
         }
       }
     }
@@ -223,7 +238,7 @@ void QSweep(const QuantArgs& a, size_t i0, size_t i1, size_t j0, size_t j1) {
 template <class Fmt, size_t R = 1>
 HWY_INLINE void QSweepSmallM(const QuantArgs& a, size_t m, size_t j0, size_t j1) {
   if constexpr (R < kQMR) {
-    if (m == R) return QSweep<kQNrForR[R], R, R, Fmt>(a, 0, m, j0, j1);
+    if (m == R) return QSweep<R == 1 ? Fmt::kNrR1 : kQNrForR[R], R, R, Fmt>(a, 0, m, j0, j1);
     QSweepSmallM<Fmt, R + 1>(a, m, j0, j1);
   }
 }
