@@ -90,16 +90,17 @@ TEST_F(LoadMatrixTest, EveryFormatLoadsKnowsItsBytesAndComputes) {
 }
 
 TEST_F(LoadMatrixTest, DTypeWithoutAKernelIsAClearError) {
-  EXPECT_EQ(SupportedMatrixFormats(), "F32, BF16 and F16");
+  EXPECT_EQ(SupportedMatrixFormats(), "F32, BF16, F16, Q8_0, Q4_0 and Q6_K");
   for (const char* name : {"w.f64", "w.i32"}) {
     SCOPED_TRACE(name);
     Result<ops::Weight> w = LoadMatrix(*ckpt_, name, kRows, kCols);
     ASSERT_FALSE(w.ok());
     EXPECT_EQ(w.status().code(), StatusCode::kUnimplemented);
     const std::string dtype = name == std::string("w.f64") ? "F64" : "I32";
-    EXPECT_EQ(w.status().message(), std::string("tensor ") + name + " is stored as " + dtype +
-                                        "; this build's matrix kernels take F32, BF16 and F16; convert the "
-                                        "checkpoint to one of them");
+    EXPECT_EQ(w.status().message(),
+              std::string("tensor ") + name + " is stored as " + dtype +
+                  "; this build's matrix kernels take F32, BF16, F16, Q8_0, Q4_0 and Q6_K; convert the "
+                  "checkpoint to one of them");
   }
 }
 

@@ -1,6 +1,9 @@
 #include "blocks/weights.h"
 
 #include <cstring>
+#include <string>
+
+#include "tensor/quant.h"
 
 namespace lfmvox {
 
@@ -18,6 +21,12 @@ Result<ops::Weight> LoadMatrix(const Checkpoint& ckpt, const std::string& name, 
     return Unimplemented("tensor " + name + " is stored as " + DTypeName(t.dtype) +
                          "; this build's matrix kernels take " + SupportedMatrixFormats() +
                          "; convert the checkpoint to one of them");
+  }
+  // A block format's row is whole blocks (FormatRowBytes says 0 otherwise).
+  if (cols > 0 && FormatRowBytes(format, static_cast<size_t>(cols)) == 0) {
+    return InvalidArgument("tensor " + name + " is " + DTypeName(t.dtype) + " with rows of " +
+                           std::to_string(cols) + " values, not whole blocks of " +
+                           std::to_string(FormatBlockElements(format)));
   }
   return ops::Weight::Dense(format, t.data, static_cast<size_t>(rows), static_cast<size_t>(cols),
                             static_cast<size_t>(cols));
@@ -65,9 +74,21 @@ Status LoadF32(const Checkpoint& ckpt, const std::string& name, const Shape& sha
       }
       break;
     }
-    default:
-      return InvalidArgument("tensor " + name + " is " + DTypeName(t.dtype) +
-                             "; a floating dtype is required");
+    default: {
+      // A GGUF block type: rows along the last dimension, each whole blocks.
+      WeightFormat f;
+      const int64_t row = t.shape.rank > 0 ? t.shape[t.shape.rank - 1] : 1;
+      if (!WeightFormatForDType(t.dtype, &f) || !IsBlockFormat(f) || row <= 0 ||
+          FormatRowBytes(f, static_cast<size_t>(row)) == 0) {
+        return InvalidArgument("tensor " + name + " is " + DTypeName(t.dtype) +
+                               "; a floating dtype (or whole blocks of a block type) is required");
+      }
+      const auto cols = static_cast<size_t>(row);
+      const size_t rb = FormatRowBytes(f, cols);
+      const auto* s = static_cast<const uint8_t*>(t.data);
+      for (size_t r = 0; r < n / cols; ++r) DequantizeRow(f, s + r * rb, cols, dst + r * cols);
+      break;
+    }
   }
   return Status::Ok();
 }

@@ -3,6 +3,8 @@
 // dispatches to the CPU's Highway target.
 #include <hwy/base.h>
 
+#include <algorithm>
+#include <cmath>
 #include <iterator>
 
 #include "ops/matmul_kernels.h"
@@ -22,6 +24,9 @@ constexpr FormatKernels kKernels[] = {
     {internal::MatMulF32, internal::AccumulateRowF32},    // kF32
     {internal::MatMulBf16, internal::AccumulateRowBf16},  // kBF16
     {internal::MatMulF16, internal::AccumulateRowF16},    // kF16
+    {internal::MatMulQ8_0, internal::AccumulateRowQ8_0},  // kQ8_0
+    {internal::MatMulQ4_0, internal::AccumulateRowQ4_0},  // kQ4_0
+    {internal::MatMulQ6_K, internal::AccumulateRowQ6_K},  // kQ6_K
 };
 static_assert(std::size(kKernels) == kWeightFormatCount,
               "every WeightFormat needs its kernels here (or an entry of nullptrs and a load-time refusal)");
@@ -41,6 +46,23 @@ const FormatKernels& KernelsOrDie(WeightFormat f) {
 }
 
 }  // namespace
+
+void internal::QuantizeActivations(const float* x, size_t k, int8_t* q, float* d) {
+  for (size_t b = 0; b < k / 32; ++b, x += 32, q += 32) {
+    float amax = 0.0f;
+    for (size_t j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[j]));
+    const float db = amax / 127.0f;
+    const float id = db != 0.0f ? 1.0f / db : 0.0f;
+    d[b] = db;
+    // |x·id| ≤ 127 up to rounding, so the int8 conversion cannot overflow.
+    for (size_t j = 0; j < 32; ++j) q[j] = static_cast<int8_t>(std::nearbyint(x[j] * id));
+  }
+}
+
+internal::QuantScratch& internal::ThreadQuantScratch() {
+  thread_local QuantScratch scratch;
+  return scratch;
+}
 
 bool HasMatMulKernel(WeightFormat f) { return KernelsFor(f) != nullptr; }
 

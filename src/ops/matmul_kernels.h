@@ -3,7 +3,9 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
+#include "base/aligned.h"
 #include "ops/ops.h"
 
 namespace lfmvox::ops::internal {
@@ -22,6 +24,33 @@ void AccumulateRowBf16(const MatrixView& w, size_t row, float* acc);
 void MatMulF16(const float* x, size_t m, size_t ldx, const MatrixView& w, const float* bias, float* y,
                size_t ldy, ThreadTeam& team);
 void AccumulateRowF16(const MatrixView& w, size_t row, float* acc);
+void MatMulQ8_0(const float* x, size_t m, size_t ldx, const MatrixView& w, const float* bias, float* y,
+                size_t ldy, ThreadTeam& team);
+void AccumulateRowQ8_0(const MatrixView& w, size_t row, float* acc);
+void MatMulQ4_0(const float* x, size_t m, size_t ldx, const MatrixView& w, const float* bias, float* y,
+                size_t ldy, ThreadTeam& team);
+void AccumulateRowQ4_0(const MatrixView& w, size_t row, float* acc);
+void MatMulQ6_K(const float* x, size_t m, size_t ldx, const MatrixView& w, const float* bias, float* y,
+                size_t ldy, ThreadTeam& team);
+void AccumulateRowQ6_K(const MatrixView& w, size_t row, float* acc);
+
+// The block formats' integer path (matmul_quant-inl.h) quantizes X first:
+// per 32 values, d = amax/127 and q = x·(1/d) rounded to nearest even
+// (d = 0 gives q = 0). k must be a multiple of 32. Defined in matmul.cc,
+// plain scalar code, so that every target quantizes identically.
+void QuantizeActivations(const float* x, size_t k, int8_t* q, float* d);
+
+// The calling thread's scratch for quantized X: grown on demand, never
+// shrunk, so that steady-state MatMul calls do not allocate.
+struct QuantScratch {
+  AlignedBuffer<int8_t> q;
+  AlignedBuffer<float> d;
+  void Reserve(size_t q_bytes, size_t d_floats) {
+    if (q.size() < q_bytes) q.Reset(q_bytes);
+    if (d.size() < d_floats) d.Reset(d_floats);
+  }
+};
+QuantScratch& ThreadQuantScratch();
 
 }  // namespace lfmvox::ops::internal
 
@@ -50,4 +79,15 @@ void AccumulateRowF16(const MatrixView& w, size_t row, float* acc);
   }                                                                                                     \
   void AccumulateRow##Name##Impl(const MatrixView& w, size_t row, float* acc) {                         \
     AccumulateRowWith<Fmt>(w, row, acc);                                                                \
+  }
+
+// The per-target part for a block format: MatMul<Name>Impl and
+// AccumulateRow<Name>Impl from the integer engine of matmul_quant-inl.h.
+#define LFMVOX_DEFINE_QUANT_MATMUL_KERNELS(Name, Fmt)                                                   \
+  void MatMul##Name##Impl(const float* x, size_t m, size_t ldx, const MatrixView& w, const float* bias, \
+                          float* y, size_t ldy, ThreadTeam& team) {                                     \
+    QuantMatMulWith<Fmt>(x, m, ldx, w, bias, y, ldy, team);                                             \
+  }                                                                                                     \
+  void AccumulateRow##Name##Impl(const MatrixView& w, size_t row, float* acc) {                         \
+    QuantAccumulateRowWith<Fmt>(w, row, acc);                                                           \
   }

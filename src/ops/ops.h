@@ -25,7 +25,10 @@ class ThreadTeam;
 namespace lfmvox::ops {
 
 // A weight matrix W[rows = out features, cols = in features] in any
-// WeightFormat (tensor/matrix.h); every element is widened exactly to f32.
+// WeightFormat (tensor/matrix.h). Plain formats: every element is widened
+// exactly to f32. Block formats (Q8_0, Q4_0, Q6_K; cols whole blocks): MatMul
+// takes llama.cpp's integer path, X quantized to int8 per 32 values (see
+// MatMul); AccumulateRow adds the exact dequantized values.
 using Weight = MatrixView;
 
 // Whether this build has MatMul and AccumulateRow kernels for format f.
@@ -36,6 +39,12 @@ bool HasMatMulKernel(WeightFormat f);
 // Y[m, n] = X[m, k] · W[n, k]ᵀ (+ bias[n] when bias != nullptr), all in f32
 // arithmetic. Rows of W are split across the team. The kernel is chosen once
 // per call from w.format.
+// For a block format W, each X row is first quantized per 32 values
+// (d = amax/127, q = x/d rounded to nearest even), each group's product with
+// W is exact in integers, and Y = Σ_g (d_w·d_x,g)·isum_g in f32 (+ bias): the
+// error against X·Wᵀ with dequantized W is that of X's quantization,
+// |Σ_g Σ w·(x − x̂)| ≤ Σ_g (d_x,g/2)·Σ|w|, plus f32 rounding
+// (ref::MatMulQuantized is the exact-integer yardstick).
 // Determinism contract: each Y element's value depends only on its X row, its
 // W row and the bias, never on m, on the team size or on alignment, so a
 // sequence decoded in pieces equals the same sequence decoded at once, bit
@@ -104,6 +113,17 @@ const char* ChosenTarget();
 namespace ref {
 // The plain scalar versions, same contracts (MatMul runs on one thread).
 void MatMul(const float* x, size_t m, size_t ldx, const Weight& w, const float* bias, float* y, size_t ldy);
+// X quantized as the block formats' MatMul does it: per 32 values (k a
+// multiple of 32), d = amax/127, q = nearbyint(x·(1/d)), 0 when d = 0.
+void QuantizeActivations(const float* x, size_t k, int8_t* q, float* d);
+// The block formats' integer MatMul in scalar code: X quantized as above, each
+// 32-value group's integer dot product exact, then Σ_g (d_w·d_x,g)·isum_g
+// (the scale product rounded to f32, as the SIMD kernels have it) summed in
+// double, + bias. mag (nullable, laid out like y) receives
+// Σ_g |d_w·d_x,g|·Σ|x_q·w_q| (+ |bias|), the scale of the f32 rounding error
+// a SIMD summation adds.
+void MatMulQuantized(const float* x, size_t m, size_t ldx, const Weight& w, const float* bias, float* y,
+                     size_t ldy, double* mag);
 float Dot(const float* a, const float* b, size_t n);
 void RmsNorm(const float* x, const float* w, size_t n, float eps, float* y);
 void RopeSplitHalf(float* x, size_t d, const float* cos, const float* sin);

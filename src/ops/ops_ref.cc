@@ -2,45 +2,123 @@
 // in ops.h. They favour obviousness over speed; sums are kept in double so that
 // they sit closer to the exact result than any f32 SIMD version can, which
 // makes them a fair yardstick for the error bounds in ops_test.cc.
+#include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <vector>
 
 #include "ops/ops.h"
 #include "ops/ops_internal.h"
+#include "tensor/quant.h"
 
 namespace lfmvox::ops::ref {
 
 namespace {
 
-// W[row, col] widened to f32, decoded independently of the SIMD decoders.
-float WeightAt(const Weight& w, size_t row, size_t col) {
-  const uint8_t* p = w.row(row);
-  switch (w.format) {
-    case WeightFormat::kF32: {
-      float f;
-      std::memcpy(&f, p + 4 * col, 4);
-      return f;
-    }
-    case WeightFormat::kBF16:
-    case WeightFormat::kF16: {
-      uint16_t h;
-      std::memcpy(&h, p + 2 * col, 2);
-      return w.format == WeightFormat::kBF16 ? Bf16ToF32(h) : F16ToF32(h);
-    }
-  }
-  return std::numeric_limits<float>::quiet_NaN();  // not a WeightFormat: no view holds one
+// W row `row` widened to f32: tensor/quant.h's scalar decoding, written
+// independently of the SIMD decoders (and exact: for a block format, its
+// dequantized values).
+std::vector<float> WeightRow(const Weight& w, size_t row) {
+  std::vector<float> out(w.cols);
+  DequantizeRow(w.format, w.row(row), w.cols, out.data());
+  return out;
 }
 
 }  // namespace
 
 void MatMul(const float* x, size_t m, size_t ldx, const Weight& w, const float* bias, float* y, size_t ldy) {
-  for (size_t i = 0; i < m; ++i) {
-    for (size_t j = 0; j < w.rows; ++j) {
+  for (size_t j = 0; j < w.rows; ++j) {
+    const std::vector<float> wr = WeightRow(w, j);
+    for (size_t i = 0; i < m; ++i) {
       double s = 0.0;
-      for (size_t c = 0; c < w.cols; ++c) s += double{x[i * ldx + c]} * WeightAt(w, j, c);
+      for (size_t c = 0; c < w.cols; ++c) s += double{x[i * ldx + c]} * wr[c];
       if (bias != nullptr) s += bias[j];
       y[i * ldy + j] = static_cast<float>(s);
+    }
+  }
+}
+
+void QuantizeActivations(const float* x, size_t k, int8_t* q, float* d) {
+  for (size_t b = 0; b < k / 32; ++b) {
+    float amax = 0.0f;
+    for (size_t j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[32 * b + j]));
+    d[b] = amax / 127.0f;
+    const float id = d[b] != 0.0f ? 1.0f / d[b] : 0.0f;
+    for (size_t j = 0; j < 32; ++j) q[32 * b + j] = static_cast<int8_t>(std::nearbyint(x[32 * b + j] * id));
+  }
+}
+
+namespace {
+
+// Group g (32 values) of W row `row` as the integers the integer path
+// multiplies: Q8_0 qs, Q4_0 nibble − 8, Q6_K (code − 32)·sub-scale; the f32
+// factor d_w left out (returned).
+float WeightGroupInts(const Weight& w, size_t row, size_t g, int32_t* out) {
+  const uint8_t* p = w.row(row);
+  auto half = [](const uint8_t* h) {
+    uint16_t v;
+    std::memcpy(&v, h, 2);
+    return F16ToF32(v);
+  };
+  switch (w.format) {
+    case WeightFormat::kQ8_0: {
+      const uint8_t* b = p + g * kQ8_0BlockBytes;
+      for (size_t j = 0; j < 32; ++j) out[j] = static_cast<int8_t>(b[2 + j]);
+      return half(b);
+    }
+    case WeightFormat::kQ4_0: {
+      const uint8_t* b = p + g * kQ4_0BlockBytes;
+      for (size_t j = 0; j < 16; ++j) {
+        out[j] = (b[2 + j] & 15) - 8;
+        out[j + 16] = (b[2 + j] >> 4) - 8;
+      }
+      return half(b);
+    }
+    case WeightFormat::kQ6_K: {
+      const uint8_t* b = p + g / 8 * kQ6_KBlockBytes;
+      // Element e of the block, from the layout in tensor/quant.h.
+      for (size_t j = 0; j < 32; ++j) {
+        const size_t e = g % 8 * 32 + j, h = e / 128, t = e % 128 / 32, l = e % 32;
+        const uint8_t lq = b[64 * h + 32 * (t & 1) + l];
+        const int lo = t < 2 ? lq & 15 : lq >> 4;
+        const int code = lo | ((b[kQ6_KQh + 32 * h + l] >> (2 * t) & 3) << 4);
+        out[j] = (code - 32) * static_cast<int8_t>(b[kQ6_KScales + 8 * h + 2 * t + l / 16]);
+      }
+      return half(b + kQ6_KD);
+    }
+    default:
+      return std::numeric_limits<float>::quiet_NaN();
+  }
+}
+
+}  // namespace
+
+void MatMulQuantized(const float* x, size_t m, size_t ldx, const Weight& w, const float* bias, float* y,
+                     size_t ldy, double* mag) {
+  const size_t k = w.cols, groups = k / 32;
+  std::vector<int8_t> xq(k);
+  std::vector<float> xd(groups);
+  int32_t wi[32];
+  for (size_t i = 0; i < m; ++i) {
+    QuantizeActivations(x + i * ldx, k, xq.data(), xd.data());
+    for (size_t j = 0; j < w.rows; ++j) {
+      double s = 0.0, a = 0.0;
+      for (size_t g = 0; g < groups; ++g) {
+        const float dw = WeightGroupInts(w, j, g, wi);
+        int64_t isum = 0, iabs = 0;
+        for (size_t q = 0; q < 32; ++q) {
+          isum += int64_t{xq[32 * g + q]} * wi[q];
+          iabs += std::abs(int64_t{xq[32 * g + q]} * wi[q]);
+        }
+        const float scale = dw * xd[g];  // rounded to f32, as the kernel does
+        s += double{scale} * static_cast<double>(isum);
+        a += std::abs(double{scale}) * static_cast<double>(iabs);
+      }
+      if (bias != nullptr) s += bias[j];
+      y[i * ldy + j] = static_cast<float>(s);
+      if (mag != nullptr) mag[i * ldy + j] = a + (bias != nullptr ? std::abs(double{bias[j]}) : 0.0);
     }
   }
 }
@@ -109,7 +187,8 @@ void Scale(const float* a, float s, float* out, size_t n) {
 }
 
 void AccumulateRow(const Weight& table, size_t row, float* acc) {
-  for (size_t c = 0; c < table.cols; ++c) acc[c] += WeightAt(table, row, c);
+  const std::vector<float> wr = WeightRow(table, row);
+  for (size_t c = 0; c < table.cols; ++c) acc[c] += wr[c];
 }
 
 void CausalDepthwiseConv(const float* x, size_t t, size_t ldx, size_t c, const float* w, size_t k,

@@ -31,6 +31,7 @@
 #include "base/aligned.h"
 #include "ops/ops_test_util.h"
 #include "tensor/dtype.h"
+#include "tensor/quant.h"
 #include "threading/thread_team.h"
 
 namespace lfmvox::ops {
@@ -75,6 +76,10 @@ class Margin {
 
 // ---------------------------------------------------------------------------
 // MatMul
+
+// The formats whose elements are exact f32 numbers one by one (the block
+// formats have their own tests below).
+constexpr WeightFormat kPlainFormats[] = {WeightFormat::kF32, WeightFormat::kBF16, WeightFormat::kF16};
 
 // X[m, k] (rows ldx apart), W[n, k] in every weight format (same values:
 // bf16-rounded numbers, those below f16's normal range set to 0, so that f32,
@@ -137,7 +142,7 @@ TEST(MatMul, ExactOnIntegersEveryTarget) {
     }
     for (const auto& [m, n, k] : shapes) {
       MatMulCase c(m, n, k, (m + k) % 4, /*integers=*/true, rng);
-      for (WeightFormat t : kAllWeightFormats) {
+      for (WeightFormat t : kPlainFormats) {
         // Variants: no bias; bias; bias and W rows longer than used (ld = k, cols = k − 1).
         for (int variant = 0; variant < 3; ++variant) {
           const float* bias = variant > 0 ? c.bias.p : nullptr;
@@ -166,7 +171,7 @@ TEST(MatMul, RoundingBoundEveryTarget) {
       for (size_t m : {1, 6, 9}) {
         const size_t n = 13;
         MatMulCase c(m, n, k, 1, /*integers=*/false, rng);
-        for (WeightFormat t : kAllWeightFormats) {
+        for (WeightFormat t : kPlainFormats) {
           std::vector<float> want(m * n), got(m * n);  // [m, n]
           ref::MatMul(c.x.p, m, c.ldx, c.W(t), c.bias.p, want.data(), n);
           MatMul(c.x.p, m, c.ldx, c.W(t), c.bias.p, got.data(), n, team);
@@ -198,7 +203,7 @@ TEST(MatMul, DeterministicAcrossChunkingEveryTarget) {
     for (size_t k : {1282, 8197}) {
       const size_t m = 37, n = 21;
       MatMulCase c(m, n, k, 0, /*integers=*/false, rng);
-      for (WeightFormat t : kAllWeightFormats) {
+      for (WeightFormat t : kPlainFormats) {
         const Weight w = c.W(t);
         std::vector<float> full(m * n);  // [m, n]: all rows at once, 2 threads
         MatMul(c.x.p, m, c.ldx, w, c.bias.p, full.data(), n, team2);
@@ -277,20 +282,224 @@ TEST(MatMul, DoesNotReadPastTheEndEveryTarget) {
 // Every format has its kernel TU, and a view's bytes are its rows at the
 // format's row size.
 TEST(MatMul, EveryFormatHasAKernelAndKnowsItsBytes) {
-  const size_t elem_bytes[] = {4, 2, 2};  // F32, BF16, F16, in enum order
+  // Per block of 256 elements: F32, BF16, F16, Q8_0, Q4_0, Q6_K, in enum order.
+  const size_t bytes_per_256[] = {1024, 512, 512, 8 * 34, 8 * 18, 210};
   for (WeightFormat f : kAllWeightFormats) {
     SCOPED_TRACE(WeightFormatName(f));
     EXPECT_TRUE(HasMatMulKernel(f));
-    const size_t e = elem_bytes[static_cast<size_t>(f)];
-    EXPECT_EQ(FormatRowBytes(f, 37), 37 * e);
-    const Weight w = Weight::Dense(f, nullptr, 5, 37, 40);
-    EXPECT_EQ(w.row_bytes, 40 * e);
+    const size_t e = bytes_per_256[static_cast<size_t>(f)];
+    EXPECT_EQ(FormatRowBytes(f, 256), e);
+    const Weight w = Weight::Dense(f, nullptr, 5, 256, 512);
+    EXPECT_EQ(w.row_bytes, 2 * e);
     EXPECT_EQ(w.bytes(), 5 * w.row_bytes);
-    EXPECT_EQ(w.row(3), static_cast<const uint8_t*>(nullptr) + 3 * 40 * e);
-    EXPECT_EQ(w.scales, nullptr);
-    EXPECT_EQ(w.group, 0u);
+    EXPECT_EQ(w.row(3), static_cast<const uint8_t*>(nullptr) + 3 * 2 * e);
+    EXPECT_EQ(FormatRowBytes(f, 37) == 0, IsBlockFormat(f));
   }
   EXPECT_EQ(Weight().bytes(), 0u);
+}
+
+// ---------------------------------------------------------------------------
+// MatMul on the block formats (Q8_0, Q4_0, Q6_K): the integer path.
+
+constexpr WeightFormat kBlockFormats[] = {WeightFormat::kQ8_0, WeightFormat::kQ4_0, WeightFormat::kQ6_K};
+
+// X[m, k] (rows ldx apart, misaligned), W[n, k] quantized from random values
+// at a row stride `pad` bytes longer than a row and misaligned by off bytes,
+// its exact dequantization wf[n, k], bias[n].
+struct QuantCase {
+  QuantCase(WeightFormat f, size_t m, size_t n, size_t k, size_t off, size_t pad, Rng& rng)
+      : f(f),
+        m(m),
+        n(n),
+        k(k),
+        ldx(k + off),
+        rb(FormatRowBytes(f, k) + pad),
+        x(m * ldx, off),
+        wq(n * rb, off * 3 + 1),
+        wf(n * k),
+        bias(n, off) {
+    for (size_t i = 0; i < m * ldx; ++i) x[i] = rng.Normal();
+    std::vector<float> w(n * k);
+    for (float& v : w) v = rng.Normal(0.05f);
+    if (n > 2)
+      std::fill(w.begin() + 2 * k, w.begin() + 2 * k + std::min<size_t>(k, 256), 0.0f);  // zero blocks
+    QuantizeMatrix(f, w.data(), n, k, k, wq.p, rb);
+    DequantizeMatrix(W(), wf.data());
+    for (size_t j = 0; j < n; ++j) bias[j] = rng.Normal();
+  }
+  Weight W() const {
+    Weight w = Weight::Dense(f, wq.p, n, k, k);
+    w.row_bytes = rb;
+    return w;
+  }
+  WeightFormat f;
+  size_t m, n, k, ldx, rb;
+  Buf<float> x;
+  Buf<uint8_t> wq;
+  std::vector<float> wf;
+  Buf<float> bias;
+};
+
+// The block formats' shapes: every m the small-m tiles take, the kMR = 6
+// tiles with a remainder, several L2 row blocks (k = 2048, m = 33); n not a
+// multiple of any NR; k not a multiple of 256 where the block is 32.
+std::vector<std::array<size_t, 3>> QuantShapes(WeightFormat f) {
+  std::vector<std::array<size_t, 3>> shapes;  // m, n, k
+  const std::vector<size_t> ks = f == WeightFormat::kQ6_K ? std::vector<size_t>{256, 512, 2048}
+                                                          : std::vector<size_t>{32, 96, 256, 512, 2048};
+  for (size_t k : ks) {
+    for (size_t m : {1, 2, 3, 4, 5, 6, 7, 16, 33}) shapes.push_back({m, 1 + (k / 32 + 3 * m) % 19, k});
+  }
+  return shapes;
+}
+
+// (a) Against the integer-exact scalar reference: the same X quantization and
+// the same integers, so the only difference is the f32 summation. Each
+// group's lane partials f32(p)·s are exact integers times the same f32 scale
+// s = d_w·d_x; in the kernel each passes through ≤ G FMA roundings (G groups
+// in the row), ≤ 4 lane-sum roundings and the bias add, so
+// |simd − ref| ≤ (G + 5)·ε·mag with mag = Σ_g |s_g|·Σ|x_q·w_q| + |bias|
+// (ref sums in double, its own error is below ε·|y|, inside the slack).
+// (b) Against the float reference with the dequantized weights: X's
+// quantization error per value is ≤ d_x/2 (q = round(x/d_x); the f32
+// rounding of 1/d and x·(1/d) adds ≤ 3·127·u·d_x), so
+// |Σ ŵ·(x − x̂)| ≤ Σ_g (d_x,g·(1/2 + 400u))·Σ_g |ŵ|; plus the f32 rounding of
+// (a), plus ≤ 2u·Σ|ŵ·x| for Q6_K's ŵ = fl(fl(d·sc)·q), which the kernel
+// multiplies exactly.
+TEST(MatMulQuant, IntegerReferenceAndDequantizedBoundEveryTarget) {
+  ThreadTeam team1(1), team2(2);
+  Margin margin_a("MatMulQuant vs integer reference");
+  Margin margin_b("MatMulQuant vs dequantized f32 reference");
+  ForEachTarget([&] {
+    Rng rng(11);
+    for (WeightFormat f : kBlockFormats) {
+      for (const auto& [m, n, k] : QuantShapes(f)) {
+        QuantCase c(f, m, n, k, (m + k / 32) % 4, m % 2 == 0 ? 0 : 7, rng);
+        const size_t groups = k / 32;
+        for (int variant = 0; variant < 2; ++variant) {
+          const float* bias = variant == 1 ? c.bias.p : nullptr;
+          std::vector<float> got(m * n, kNaN), exact(m * n), deq(m * n);  // [m, n]
+          std::vector<double> mag(m * n);
+          MatMul(c.x.p, m, c.ldx, c.W(), bias, got.data(), n, (m + variant) % 2 ? team2 : team1);
+          ref::MatMulQuantized(c.x.p, m, c.ldx, c.W(), bias, exact.data(), n, mag.data());
+          const Weight wf = Weight::Dense(WeightFormat::kF32, c.wf.data(), n, k, k);
+          ref::MatMul(c.x.p, m, c.ldx, wf, bias, deq.data(), n);
+          std::vector<int8_t> xq(k);
+          std::vector<float> xd(groups);
+          for (size_t i = 0; i < m; ++i) {
+            ref::QuantizeActivations(c.x.p + i * c.ldx, k, xq.data(), xd.data());
+            for (size_t j = 0; j < n; ++j) {
+              const size_t at = i * n + j;
+              const double bound_a = (groups + 5) * kEps * mag[at];
+              ASSERT_TRUE(margin_a.Check(std::abs(double{got[at]} - exact[at]), bound_a))
+                  << WeightFormatName(f) << " m=" << m << " n=" << n << " k=" << k << " (" << i << "," << j
+                  << "): " << got[at] << " vs " << exact[at];
+              double xerr = 0.0, wx = 0.0;
+              for (size_t g = 0; g < groups; ++g) {
+                double wabs = 0.0;
+                for (size_t q = 0; q < 32; ++q) {
+                  wabs += std::abs(c.wf[j * k + 32 * g + q]);
+                  wx += std::abs(double{c.wf[j * k + 32 * g + q]} * c.x[i * c.ldx + 32 * g + q]);
+                }
+                xerr += xd[g] * (0.5 + 400 * kEps / 2) * wabs;
+              }
+              const double bound_b = xerr + bound_a + 2 * kEps * wx;
+              ASSERT_TRUE(margin_b.Check(std::abs(double{got[at]} - deq[at]), bound_b))
+                  << WeightFormatName(f) << " m=" << m << " n=" << n << " k=" << k << " (" << i << "," << j
+                  << "): " << got[at] << " vs " << deq[at];
+            }
+          }
+        }
+      }
+    }
+  });
+}
+
+// The determinism contract on the integer path: a Y element is the same bits
+// whatever m, the tile, the L2 row block, the team size and the split of W rows.
+TEST(MatMulQuant, DeterministicAcrossChunkingEveryTarget) {
+  ThreadTeam team1(1), team2(2);
+  ForEachTarget([&] {
+    Rng rng(12);
+    for (WeightFormat f : kBlockFormats) {
+      const size_t m = 37, n = 21, k = 2048;
+      QuantCase c(f, m, n, k, 1, 0, rng);
+      const Weight w = c.W();
+      std::vector<float> full(m * n), part(m * n);  // [m, n]
+      MatMul(c.x.p, m, c.ldx, w, c.bias.p, full.data(), n, team2);
+      auto expect_same = [&](size_t row0, size_t col0, const char* what) {
+        for (size_t i = row0; i < m; ++i) {
+          for (size_t j = col0; j < n; ++j) {
+            ASSERT_TRUE(SameBits(part[i * n + j], full[i * n + j]))
+                << what << " " << WeightFormatName(f) << " (" << i << "," << j << ")";
+          }
+        }
+      };
+      Buf<float> row(k, 3);
+      for (size_t i = 0; i < m; ++i) {
+        std::copy(c.x.p + i * c.ldx, c.x.p + i * c.ldx + k, row.p);
+        MatMul(row.p, 1, k, w, c.bias.p, part.data() + i * n, n, team1);
+      }
+      expect_same(0, 0, "m=1");
+      for (size_t chunk : {5, 6, 7, 13}) {
+        for (size_t i0 = 0; i0 < m; i0 += chunk) {
+          MatMul(c.x.p + i0 * c.ldx, std::min(chunk, m - i0), c.ldx, w, c.bias.p, part.data() + i0 * n, n,
+                 chunk % 2 ? team1 : team2);
+        }
+        expect_same(0, 0, "chunks");
+      }
+      Weight sub = w;
+      sub.rows = n - 5;
+      sub.data = w.row(5);
+      MatMul(c.x.p + 3 * c.ldx, m - 3, c.ldx, sub, c.bias.p + 5, part.data() + 3 * n + 5, n, team2);
+      expect_same(3, 5, "W rows 5..");
+    }
+  });
+}
+
+// W ending at an inaccessible page: no block read strays past its row.
+TEST(MatMulQuant, DoesNotReadPastTheEndEveryTarget) {
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  void* mem = mmap(nullptr, 2 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(mem, MAP_FAILED);
+  ASSERT_EQ(mprotect(static_cast<char*>(mem) + page, page, PROT_NONE), 0);
+  uint8_t* end = static_cast<uint8_t*>(mem) + page;
+  ThreadTeam team(1);
+  ForEachTarget([&] {
+    for (WeightFormat f : kBlockFormats) {
+      const size_t n = 3, k = 256, rb = FormatRowBytes(f, k);
+      std::vector<float> ones(n * k, 1.0f), x(k, 1.0f), y(n), want(n);
+      uint8_t* w = end - n * rb;
+      QuantizeMatrix(f, ones.data(), n, k, w);
+      const Weight wv = Weight::Dense(f, w, n, k, k);
+      MatMul(x.data(), 1, k, wv, nullptr, y.data(), n, team);
+      ref::MatMulQuantized(x.data(), 1, k, wv, nullptr, want.data(), n, nullptr);
+      EXPECT_EQ(y[n - 1], want[n - 1]) << WeightFormatName(f);
+      EXPECT_NEAR(y[n - 1], static_cast<float>(k), 0.01 * k) << WeightFormatName(f);
+    }
+  });
+  munmap(mem, 2 * page);
+}
+
+// AccumulateRow on a block format adds exactly the dequantized row.
+TEST(MatMulQuant, AccumulateRowIsExactDequantizationEveryTarget) {
+  ForEachTarget([&] {
+    Rng rng(13);
+    for (WeightFormat f : kBlockFormats) {
+      for (size_t k : {256, 768}) {
+        QuantCase c(f, 1, 4, k, 2, 5, rng);
+        for (size_t row = 0; row < c.n; ++row) {
+          std::vector<float> acc(k), want(k), deq(k);
+          rng.FillNormal(acc.begin(), acc.end());
+          DequantizeRow(f, c.W().row(row), k, deq.data());
+          for (size_t i = 0; i < k; ++i) want[i] = acc[i] + deq[i];
+          AccumulateRow(c.W(), row, acc.data());
+          for (size_t i = 0; i < k; ++i)
+            ASSERT_TRUE(SameBits(acc[i], want[i])) << WeightFormatName(f) << " " << i;
+        }
+      }
+    }
+  });
 }
 
 TEST(MatMul, ZeroKGivesBias) {
@@ -429,7 +638,7 @@ TEST(ElementWise, BitExactEveryTarget) {
       b16[n + 1] = 0x7f80;  // +inf widens exactly too
       h16[n + 1] = 0x7c00;
       f32[n + 1] = kInf;
-      for (WeightFormat f : kAllWeightFormats) {
+      for (WeightFormat f : kPlainFormats) {
         const void* p = f == WeightFormat::kBF16  ? static_cast<const void*>(b16.p)
                         : f == WeightFormat::kF16 ? static_cast<const void*>(h16.p)
                                                   : f32.p;

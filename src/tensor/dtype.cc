@@ -20,8 +20,43 @@ size_t DTypeSize(DType t) {
     case DType::kU8:
     case DType::kBool:
       return 1;
+    case DType::kQ8_0:
+    case DType::kQ4_0:
+    case DType::kQ6_K:
+      return 0;
   }
   return 0;
+}
+
+bool DTypeBlock(DType t, size_t* elems, size_t* bytes) {
+  switch (t) {
+    case DType::kQ8_0:  // f16 d; i8 qs[32]
+      *elems = 32;
+      *bytes = 34;
+      return true;
+    case DType::kQ4_0:  // f16 d; u8 qs[16]
+      *elems = 32;
+      *bytes = 18;
+      return true;
+    case DType::kQ6_K:  // u8 ql[128]; u8 qh[64]; i8 scales[16]; f16 d
+      *elems = 256;
+      *bytes = 210;
+      return true;
+    default: {
+      const size_t s = DTypeSize(t);
+      if (s == 0) return false;
+      *elems = 1;
+      *bytes = s;
+      return true;
+    }
+  }
+}
+
+size_t DTypeRowBytes(DType t, int64_t elements_in_row) {
+  size_t elems = 0, bytes = 0;
+  if (elements_in_row < 0 || !DTypeBlock(t, &elems, &bytes)) return 0;
+  const auto n = static_cast<size_t>(elements_in_row);
+  return n % elems == 0 ? n / elems * bytes : 0;
 }
 
 namespace {
@@ -34,10 +69,14 @@ constexpr Name kNames[] = {
     {DType::kI64, "I64"}, {DType::kI32, "I32"},   {DType::kI16, "I16"}, {DType::kI8, "I8"},
     {DType::kU8, "U8"},   {DType::kBool, "BOOL"},
 };
+// Not in kNames, so that ParseDType (safetensors) never accepts them.
+constexpr Name kBlockNames[] = {{DType::kQ8_0, "Q8_0"}, {DType::kQ4_0, "Q4_0"}, {DType::kQ6_K, "Q6_K"}};
 }  // namespace
 
 const char* DTypeName(DType t) {
   for (const Name& n : kNames)
+    if (n.t == t) return n.s;
+  for (const Name& n : kBlockNames)
     if (n.t == t) return n.s;
   return "?";
 }

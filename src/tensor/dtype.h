@@ -8,11 +8,34 @@
 
 namespace lfmvox {
 
-enum class DType : uint8_t { kF32, kBF16, kF16, kF64, kI64, kI32, kI16, kI8, kU8, kBool };
+// The last three are GGUF block types: a row is whole blocks of `elems`
+// weights in `bytes` bytes, scales inline (tensor/quant.h has the layouts).
+enum class DType : uint8_t {
+  kF32,
+  kBF16,
+  kF16,
+  kF64,
+  kI64,
+  kI32,
+  kI16,
+  kI8,
+  kU8,
+  kBool,
+  kQ8_0,
+  kQ4_0,
+  kQ6_K
+};
 
+// Bytes per element; 0 for the block types, whose elements have no whole-byte size.
 size_t DTypeSize(DType t);
-const char* DTypeName(DType t);  // safetensors spelling: "F32", "BF16", ...
-// Parses a safetensors dtype string; false if unknown.
+// Elements and bytes per block: (1, DTypeSize) for a plain type; false (and
+// nothing written) for no known type.
+bool DTypeBlock(DType t, size_t* elems, size_t* bytes);
+// Bytes of `elements_in_row` consecutive elements; 0 when they are not whole blocks.
+size_t DTypeRowBytes(DType t, int64_t elements_in_row);
+const char* DTypeName(DType t);  // safetensors spelling: "F32", "BF16", ...; GGUF's "Q8_0", "Q4_0", "Q6_K"
+// Parses a safetensors dtype string; false if unknown (the block types are
+// not safetensors dtypes and never parse).
 bool ParseDType(std::string_view s, DType* out);
 
 // bfloat16 is the top half of an IEEE float32: widening is exact.

@@ -2,9 +2,11 @@
 // where its rows are, with a row stride in bytes (an element of a 4-bit block
 // format has no whole-byte stride of its own).
 //
-// Extension point: a new storage format (the GGUF block layouts Q8_0, Q4_0,
-// Q6_K are next) is one more WeightFormat, its row size in FormatRowBytes and
-// its name, and one kernel translation unit in src/ops (matmul_<format>.cc).
+// Extension point: a new storage format is one more WeightFormat, its row
+// size in FormatRowBytes and its name, and one kernel translation unit in
+// src/ops (matmul_<format>.cc). The GGUF block formats Q8_0, Q4_0 and Q6_K
+// keep their scales inline in the blocks, as the file has them
+// (tensor/quant.h: layouts, exact dequantization, ggml's quantizers).
 // Model code only ever holds MatrixViews and asks for bytes(), so it does not
 // change.
 #pragma once
@@ -20,35 +22,43 @@ enum class WeightFormat : uint8_t {
   kF32,   // IEEE float32
   kBF16,  // bfloat16, widened exactly to f32
   kF16,   // IEEE half, widened exactly to f32
-  // Next: block formats (a row is cols / block whole blocks, scales inline).
+  // GGUF block formats: a row is cols / block whole blocks, scales inline.
+  kQ8_0,  // 32 weights in 34 bytes: f16 d; i8 qs[32]; w = qs·d
+  kQ4_0,  // 32 weights in 18 bytes: f16 d; u8 qs[16]; w = (nibble − 8)·d
+  kQ6_K,  // 256 weights in 210 bytes: u8 ql[128]; u8 qh[64]; i8 scales[16]; f16 d
 };
-inline constexpr size_t kWeightFormatCount = 3;
+inline constexpr size_t kWeightFormatCount = 6;
 inline constexpr WeightFormat kAllWeightFormats[kWeightFormatCount] = {
-    WeightFormat::kF32, WeightFormat::kBF16, WeightFormat::kF16};
+    WeightFormat::kF32,  WeightFormat::kBF16, WeightFormat::kF16,
+    WeightFormat::kQ8_0, WeightFormat::kQ4_0, WeightFormat::kQ6_K};
 
-const char* WeightFormatName(WeightFormat f);  // "F32", "BF16", "F16", as the checkpoint dtype
+// "F32", "BF16", "F16", "Q8_0", "Q4_0", "Q6_K", as the checkpoint dtype
+const char* WeightFormatName(WeightFormat f);
+// Weights per block: 1 for the plain formats, 32 or 256 for the block ones.
+size_t FormatBlockElements(WeightFormat f);
+// Whether f is a block format (its values are not exact f32 numbers one by one).
+inline bool IsBlockFormat(WeightFormat f) { return FormatBlockElements(f) > 1; }
 // The format of a checkpoint tensor stored as dtype t; false if no format holds it.
 bool WeightFormatForDType(DType t, WeightFormat* out);
 // Bytes of one row of `cols` elements; 0 when `cols` is not a whole number of
-// the format's blocks.
+// the format's blocks (32 for Q8_0 and Q4_0, 256 for Q6_K).
 size_t FormatRowBytes(WeightFormat f, size_t cols);
 
 // A non-owning view of W[rows, cols], row r at data + r·row_bytes. Rows may be
-// longer than cols elements (a view of some columns of a wider matrix).
+// longer than cols elements (a view of some columns of a wider matrix); for a
+// block format cols is whole blocks, and a block's scales are in the block.
 struct MatrixView {
   WeightFormat format = WeightFormat::kF32;
   const void* data = nullptr;
   size_t rows = 0;
   size_t cols = 0;
-  size_t row_bytes = 0;          // stride between rows, in bytes
-  const void* scales = nullptr;  // separate scales of a block format; null for the plain ones
-  size_t group = 0;              // elements per scale; 0 for the plain formats
+  size_t row_bytes = 0;  // stride between rows, in bytes
 
   // User-declared so that the struct is no aggregate: a brace list in the old
   // element-stride order cannot compile into a wrong view.
   MatrixView() = default;
 
-  // A plain-format matrix whose rows are `ld` elements apart.
+  // A matrix whose rows are `ld` elements apart (ld whole blocks for a block format).
   static MatrixView Dense(WeightFormat f, const void* data, size_t rows, size_t cols, size_t ld) {
     MatrixView v;
     v.format = f;
@@ -59,8 +69,8 @@ struct MatrixView {
     return v;
   }
 
-  // The bytes the rows span at their stride (0 for an empty view). Separate
-  // scales are not counted; no format has them yet.
+  // The bytes the rows span at their stride (0 for an empty view); inline
+  // scales included.
   size_t bytes() const { return rows * row_bytes; }
   const uint8_t* row(size_t r) const { return static_cast<const uint8_t*>(data) + r * row_bytes; }
 };

@@ -44,7 +44,9 @@ struct TensorView {
   const void* data = nullptr;
 
   int64_t elements() const { return shape.elements(); }
-  size_t bytes() const { return static_cast<size_t>(elements()) * DTypeSize(dtype); }
+  // For a block dtype, valid only when the last dimension is whole blocks
+  // (then the rows are whole blocks too, and elements() counts weights).
+  size_t bytes() const { return DTypeRowBytes(dtype, elements()); }
   template <typename T>
   const T* as() const {
     return static_cast<const T*>(data);

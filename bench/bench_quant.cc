@@ -1,0 +1,167 @@
+// MatMul throughput per weight format, F16 and BF16 (the float engine) against
+// Q8_0, Q4_0 and Q6_K (the integer engine), for the backbone's shapes
+// [8192×2048] (FFN up), [2048×8192] (FFN down) and [65536×2048] (the tied
+// output head), at m = 1 (decode), 6, 64 and 256, on 1 and 2 threads.
+//
+// Weights are cold: enough copies (≥ 96 MiB, three times the 32 MiB L3) are
+// cycled that every call streams W from DRAM. The floor is a streaming read
+// measured here with the same thread count (each thread summing its share of
+// a 256 MiB buffer); at small m MatMul should read W at close to it.
+//
+// One JSON line per configuration: "format", "n", "k", "m", "threads",
+// "us" (fastest call) and "us_median", "gb_s" (weight bytes / fastest call),
+// "floor_gb_s", "floor_fraction" and "gflops" (2·m·n·k / fastest call).
+// Block weights are random bytes with small scales: the speed of a kernel
+// does not depend on the values.
+//
+// Usage: bench_quant [min_seconds_per_case, default 0.2] [quick|hot]
+// "quick" runs m = 1 and 6 only; "hot" runs m = 1 and 6 on one [2048×2048]
+// copy that stays in L2/L3: the kernels' compute limit, without DRAM.
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string_view>
+#include <vector>
+
+#include "base/aligned.h"
+#include "bench_util.h"
+#include "ops/ops.h"
+#include "tensor/dtype.h"
+#include "tensor/quant.h"
+#include "threading/thread_team.h"
+
+namespace lfmvox {
+namespace {
+
+constexpr size_t kColdBytes = size_t{96} << 20;
+
+struct XorShift {
+  uint64_t s = 0x9E3779B97F4A7C15ull;
+  uint64_t Next() {
+    s ^= s << 13;
+    s ^= s >> 7;
+    s ^= s << 17;
+    return s;
+  }
+  float Uniform() {  // [-1, 1)
+    return static_cast<float>(static_cast<int64_t>(Next() >> 40) - (int64_t{1} << 23)) /
+           static_cast<float>(1 << 23);
+  }
+};
+
+// Streaming-read bandwidth of `team`: each thread sums its share of a buffer
+// far larger than the caches; the best of several passes, in GB/s.
+double MeasureReadGBs(ThreadTeam& team) {
+  const size_t bytes = size_t{256} << 20;
+  AlignedBuffer<uint64_t> buf(bytes / 8);
+  for (size_t i = 0; i < buf.size(); ++i) buf[i] = i;
+  std::vector<uint64_t> sums(64 * 8);
+  double best = 0.0;
+  for (int pass = 0; pass < 5; ++pass) {
+    const double t0 = bench::Now();
+    team.ParallelFor(buf.size(), 4096, [&](size_t i0, size_t i1) {
+      uint64_t a = 0, b = 0, c = 0, d = 0;
+      const uint64_t* p = buf.data();
+      for (size_t i = i0; i + 4 <= i1; i += 4) {
+        a += p[i];
+        b += p[i + 1];
+        c += p[i + 2];
+        d += p[i + 3];
+      }
+      sums[(i0 / 4096) % 64 * 8] += a + b + c + d;  // keeps the loads alive
+    });
+    best = std::max(best, static_cast<double>(bytes) / (bench::Now() - t0) * 1e-9);
+  }
+  uint64_t total = 0;
+  for (uint64_t s : sums) total += s;
+  if (total == 42) std::printf(" ");
+  return best;
+}
+
+struct Case {
+  size_t n, k;  // W [n, k]
+};
+
+void RunCase(ThreadTeam& team, double floor_gbs, WeightFormat f, Case c, size_t m, double min_seconds,
+             bool cold = true) {
+  const size_t rb = FormatRowBytes(f, c.k), w_bytes = c.n * rb;
+  const size_t copies = cold ? std::max<size_t>(1, (kColdBytes + w_bytes - 1) / w_bytes) : 1;
+  AlignedBuffer<uint8_t> wmem(copies * w_bytes);
+  XorShift rng;
+  if (f == WeightFormat::kBF16 || f == WeightFormat::kF16) {
+    auto* w = reinterpret_cast<uint16_t*>(wmem.data());
+    for (size_t i = 0; i < copies * c.n * c.k; ++i) {
+      const float v = 0.05f * rng.Uniform();
+      w[i] = f == WeightFormat::kBF16 ? F32ToBf16(v) : F32ToF16(v);
+    }
+  } else {
+    // Random codes; each block's f16 d set to 2^-10 so the sums stay finite.
+    auto* w = reinterpret_cast<uint64_t*>(wmem.data());
+    for (size_t i = 0; i < wmem.size() / 8; ++i) w[i] = rng.Next();
+    const size_t block_bytes = FormatRowBytes(f, FormatBlockElements(f));
+    const size_t d_at = f == WeightFormat::kQ6_K ? kQ6_KD : 0;
+    const uint16_t d = 0x1400;
+    for (size_t b = 0; b < wmem.size() / block_bytes; ++b) std::memcpy(wmem.data() + b * block_bytes + d_at, &d, 2);
+  }
+  AlignedBuffer<float> x(m * c.k), y(m * c.n);
+  for (size_t i = 0; i < m * c.k; ++i) x[i] = rng.Uniform();
+  auto call = [&](size_t i) {
+    const auto w = ops::Weight::Dense(f, wmem.data() + (i % copies) * w_bytes, c.n, c.k, c.k);
+    ops::MatMul(x.data(), m, c.k, w, nullptr, y.data(), c.n, team);
+  };
+  for (size_t i = 0; i < copies; ++i) call(i);  // page in, grow the scratch, spin up the team
+  std::vector<double> times;
+  double total = 0.0;
+  for (size_t i = 0; total < min_seconds || times.size() < 3; ++i) {
+    const double t0 = bench::Now();
+    call(i);
+    times.push_back(bench::Now() - t0);
+    total += times.back();
+  }
+  std::sort(times.begin(), times.end());
+  const double best = times.front(), median = times[times.size() / 2];
+  const double gbs = static_cast<double>(w_bytes) / best * 1e-9;
+  std::printf(
+      "{\"format\":\"%s\",%s\"n\":%zu,\"k\":%zu,\"m\":%zu,\"threads\":%d,\"us\":%.1f,\"us_median\":%.1f,"
+      "\"gb_s\":%.2f,\"floor_gb_s\":%.2f,\"floor_fraction\":%.3f,\"gflops\":%.2f}\n",
+      WeightFormatName(f), cold ? "" : "\"hot\":true,", c.n, c.k, m, team.size(), best * 1e6, median * 1e6, gbs, floor_gbs, gbs / floor_gbs,
+      2.0 * static_cast<double>(m * c.n * c.k) / best * 1e-9);
+  std::fflush(stdout);
+}
+
+int Main(int argc, char** argv) {
+  const double min_seconds = argc > 1 ? std::atof(argv[1]) : 0.2;
+  const bool quick = argc > 2 && std::string_view(argv[2]) == "quick";
+  const bool hot = argc > 2 && std::string_view(argv[2]) == "hot";
+  std::printf("{\"ops_target\":\"%s\",\"cpu\":\"%s\",\"load\":%.2f}\n", ops::ChosenTarget(),
+              bench::CpuModel().c_str(), bench::LoadAverage());
+  const Case cases[] = {{8192, 2048}, {2048, 8192}, {65536, 2048}};
+  const WeightFormat formats[] = {WeightFormat::kF16, WeightFormat::kBF16, WeightFormat::kQ8_0,
+                                  WeightFormat::kQ4_0, WeightFormat::kQ6_K};
+  std::vector<size_t> ms = {1, 6};
+  if (!quick && !hot) ms.insert(ms.end(), {64, 256});
+  for (int threads : {1, 2}) {
+    ThreadTeam team(threads);
+    const double floor_gbs = MeasureReadGBs(team);
+    std::printf("{\"read_floor_gb_s\":%.2f,\"threads\":%d}\n", floor_gbs, threads);
+    if (hot) {
+      for (size_t m : ms) {
+        for (WeightFormat f : formats) RunCase(team, floor_gbs, f, Case{2048, 2048}, m, min_seconds, false);
+      }
+      continue;
+    }
+    for (const Case& c : cases) {
+      for (size_t m : ms) {
+        for (WeightFormat f : formats) RunCase(team, floor_gbs, f, c, m, min_seconds);
+      }
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace lfmvox
+
+int main(int argc, char** argv) { return lfmvox::Main(argc, argv); }

@@ -1,0 +1,299 @@
+// The integer MatMul engine for the GGUF block formats (Q8_0, Q4_0, Q6_K),
+// templated on a block decoder, as llama.cpp does it: each X row is
+// quantized once per call to int8 with one f32 scale per 32 values
+// (internal::QuantizeActivations), each 32-value group's dot product with
+// the weights is computed exactly in integers, and only then scaled:
+//   acc ← acc + f32(isum_g) · (d_w · d_x,g)      (one fused multiply-add)
+// A float dequantize-then-FMA path needs ~4 vector ops per 8 weights and on
+// two cores stays compute-bound at Q4_0; the integer one multiplies 32
+// weights per instruction and keeps up with DRAM.
+//
+// A decoder (matmul_q8_0.cc, matmul_q4_0.cc, matmul_q6_k.cc) has
+//   kBlockElems, kBlockBytes, kGroups = kBlockElems / 32, kScaleAt (the
+//   byte offset of the block's f16 d_w), kNrR1 (W rows per tile at m = 1);
+//   and per target flavour (see kIntrinsics below):
+//   Codes Decode(const uint8_t* block, size_t g): group g's weights, reused
+//       for every X row of a tile;
+//   XSide(x): the X-only part of the group product (shared by the tile's W rows);
+//   Dot(codes, x, xside): int32 lanes whose sum is Σ_j x_q[j]·w_int[j] (for
+//       Q6_K with the 16-value sub-scales folded in), exact.
+//
+// Determinism: each output's accumulator vector sees the same sequence of
+// operations (its groups in order, the same lanes, one FMA each; then one
+// fixed-order lane sum and the bias) whatever m, the tile shape, the row's
+// place in a tile or the split of W rows across threads, and X is quantized
+// row by row; so the contract of ops.h holds: batched == alone, bit for bit.
+// Lane structure depends on the Highway target, as in matmul-inl.h.
+
+// Per-target include guard.
+#if defined(LFMVOX_OPS_MATMUL_QUANT_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef LFMVOX_OPS_MATMUL_QUANT_INL_H_
+#undef LFMVOX_OPS_MATMUL_QUANT_INL_H_
+#else
+#define LFMVOX_OPS_MATMUL_QUANT_INL_H_
+#endif
+
+#include <hwy/cache_control.h>
+#include <hwy/highway.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "ops/matmul_kernels.h"
+#include "ops/ops.h"
+#include "ops/simd-inl.h"
+#include "tensor/dtype.h"
+#include "tensor/quant.h"
+#include "threading/thread_team.h"
+
+#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+#include <immintrin.h>
+#endif
+
+HWY_BEFORE_NAMESPACE();
+namespace lfmvox::ops {
+namespace HWY_NAMESPACE {
+
+// On AVX2 and AVX-512 the group products use 256-bit integer intrinsics that
+// Highway 1.0.3 lacks (pmaddubsw: u8×i8 pairs → i16; pmaddwd: i16 pairs →
+// i32; psignb); elsewhere a portable i16×i16→i32 path
+// (ReorderWidenMulAccumulate) on weights the decoder widens to int16.
+#undef LFMVOX_QUANT_INTRINSICS
+#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+#define LFMVOX_QUANT_INTRINSICS 1
+struct QAcc {
+  __m256 v;
+};
+using QInt = __m256i;  // 32 int8 codes or 8 int32 partial sums
+HWY_INLINE QAcc QZero() { return {_mm256_setzero_ps()}; }
+HWY_INLINE QInt QLoadX(const int8_t* x) { return _mm256_load_si256(reinterpret_cast<const __m256i*>(x)); }
+// acc + f32(p)·scale, exactly one rounding (FMA).
+HWY_INLINE QAcc QMulAdd(QInt p, __m256 scale, QAcc acc) {
+  return {_mm256_fmadd_ps(_mm256_cvtepi32_ps(p), scale, acc.v)};
+}
+using QScale = __m256;
+HWY_INLINE QScale QSetScale(float s) { return _mm256_set1_ps(s); }
+HWY_INLINE QScale QMulScale(QScale a, QScale b) { return _mm256_mul_ps(a, b); }
+HWY_INLINE float QSum(QAcc a) {
+  HWY_ALIGN float l[8];
+  _mm256_store_ps(l, a.v);
+  return ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7]));
+}
+#else
+#define LFMVOX_QUANT_INTRINSICS 0
+using DQ16 = hn::CappedTag<int16_t, 32>;
+using DQ32 = hn::RepartitionToWide<DQ16>;
+using DQF = hn::Rebind<float, DQ32>;
+struct QAcc {
+  hn::Vec<DQF> v;
+};
+using QInt = hn::Vec<DQ32>;
+// The X group stays int8 in memory; the portable Dot widens it.
+using QX = const int8_t*;
+HWY_INLINE QAcc QZero() { return {hn::Zero(DQF())}; }
+HWY_INLINE QX QLoadX(const int8_t* x) { return x; }
+HWY_INLINE QAcc QMulAdd(QInt p, hn::Vec<DQF> scale, QAcc acc) {
+  return {hn::MulAdd(hn::ConvertTo(DQF(), p), scale, acc.v)};
+}
+using QScale = hn::Vec<DQF>;
+HWY_INLINE QScale QSetScale(float s) { return hn::Set(DQF(), s); }
+HWY_INLINE QScale QMulScale(QScale a, QScale b) { return hn::Mul(a, b); }
+HWY_INLINE float QSum(QAcc a) { return hn::GetLane(hn::SumOfLanes(DQF(), a.v)); }
+
+// Σ_j x[j]·w16[j] over one group of 32, as int32 lanes (exact: |x| ≤ 127,
+// |w16| ≤ 32·128, 32 terms).
+HWY_INLINE QInt DotI16(const int16_t* HWY_RESTRICT w16, const int8_t* HWY_RESTRICT x) {
+  const DQ16 d16;
+  const DQ32 d32;
+  const hn::Rebind<int8_t, DQ16> d8;
+  const size_t N = hn::Lanes(d16);
+  auto s0 = hn::Zero(d32), s1 = hn::Zero(d32);
+  for (size_t j = 0; j < 32; j += N) {
+    s0 = hn::ReorderWidenMulAccumulate(d32, hn::Load(d16, w16 + j), hn::PromoteTo(d16, hn::LoadU(d8, x + j)),
+                                       s0, s1);
+  }
+  return hn::Add(s0, s1);
+}
+// A decoded group for the portable path: the weights as exact int16.
+struct Codes16 {
+  HWY_ALIGN int16_t w[32];
+};
+#endif
+
+// The f16 scale at p, widened exactly, in every lane (F16C where the target
+// has it: a broadcast load and one conversion).
+HWY_INLINE QScale QLoadScale(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+#if LFMVOX_QUANT_INTRINSICS && !defined(HWY_DISABLE_F16C)
+  return _mm256_cvtph_ps(_mm_set1_epi16(static_cast<short>(h)));
+#else
+  return QSetScale(F16ToF32(h));
+#endif
+}
+
+struct QuantArgs {
+  const int8_t* xq;  // quantized X, rows ldq bytes apart, 32-aligned
+  size_t ldq;
+  const float* xd;  // X scales, one per 32 values, rows ldd apart
+  size_t ldd;
+  const uint8_t* w;
+  size_t w_row_bytes;
+  size_t blocks;      // W blocks per row
+  const float* bias;  // nullable
+  float* y;
+  size_t ldy;
+};
+
+// The tile shapes: accumulators R·NR, plus NR decoded groups live at once.
+// R = 1 takes the format's kNrR1: 8 for the 32-blocks (more W rows share
+// each X group's load, correction and scale), 4 for Q6_K, whose NR block
+// scales stay live across its 8 groups.
+constexpr size_t kQNrForR[] = {0, 4, 4, 2, 2, 2, 2};
+constexpr size_t kQMR = 6;
+// For m > kQMR: X rows processed against each W row block while they stay in
+// L2, as matmul-inl.h does (quantized X is ~1.1 bytes a value).
+constexpr size_t kQXBlockBytes = 256 * 1024;
+
+// Prefetch of the next tile's rows, as matmul-inl.h does: at every block,
+// addresses 64 bytes apart from its start, which touch every line the block
+// spans. Unconditional: a branch per block costs more than the few repeated
+// prefetches of a line shared by neighbouring small blocks.
+template <class Fmt>
+HWY_INLINE void PrefetchBlock(const uint8_t* block) {
+  for (size_t o = 0; o < Fmt::kBlockBytes; o += 64) hwy::Prefetch(block + o);
+}
+
+// Y[i .. i+R, j .. j+NR) from X rows [i, i + R) and W rows [j, j + NR).
+template <size_t R, size_t NR, class Fmt>
+HWY_NOINLINE void QTile(const QuantArgs& a, size_t i, size_t j) {
+  const size_t rb = a.w_row_bytes;
+  const uint8_t* HWY_RESTRICT w = a.w + j * rb;
+  QAcc acc[R][NR];  // acc[r][c]: Y[i + r, j + c]
+  for (size_t r = 0; r < R; ++r) {
+    for (size_t c = 0; c < NR; ++c) acc[r][c] = QZero();
+  }
+  for (size_t b = 0; b < a.blocks; ++b) {
+    for (size_t c = 0; c < NR; ++c) PrefetchBlock<Fmt>(w + (c + NR) * rb + b * Fmt::kBlockBytes);
+    if constexpr (R == 1 && Fmt::kGroups == 1) {
+      // One X row, one group a block: each W row decoded and used at once,
+      // so that NR = 8 accumulators fit the 16 registers of AVX2 (the
+      // operations on each accumulator are those of the general case).
+      const auto xv = QLoadX(a.xq + i * a.ldq + 32 * b);
+      const auto xs = Fmt::XSide(xv);
+      const QScale dx = QSetScale(a.xd[i * a.ldd + b]);
+      for (size_t c = 0; c < NR; ++c) {
+        const uint8_t* blk = w + c * rb + b * Fmt::kBlockBytes;
+        const QScale dw = QLoadScale(blk + Fmt::kScaleAt);
+        acc[0][c] = QMulAdd(Fmt::Dot(Fmt::Decode(blk, 0), xv, xs), QMulScale(dw, dx), acc[0][c]);
+      }
+    } else {
+      QScale dw[NR];
+      for (size_t c = 0; c < NR; ++c) dw[c] = QLoadScale(w + c * rb + b * Fmt::kBlockBytes + Fmt::kScaleAt);
+      for (size_t g = 0; g < Fmt::kGroups; ++g) {
+        const size_t xg = b * Fmt::kGroups + g;  // the X group: values [32·xg, 32·xg + 32)
+        typename Fmt::Codes codes[NR];
+        for (size_t c = 0; c < NR; ++c) codes[c] = Fmt::Decode(w + c * rb + b * Fmt::kBlockBytes, g);
+        for (size_t r = 0; r < R; ++r) {
+          const auto xv = QLoadX(a.xq + (i + r) * a.ldq + 32 * xg);
+          const auto xs = Fmt::XSide(xv);
+          const QScale dx = QSetScale(a.xd[(i + r) * a.ldd + xg]);
+          for (size_t c = 0; c < NR; ++c) {
+            acc[r][c] = QMulAdd(Fmt::Dot(codes[c], xv, xs), QMulScale(dw[c], dx), acc[r][c]);
+          }
+        }
+      }
+    }
+  }
+  for (size_t r = 0; r < R; ++r) {
+    for (size_t c = 0; c < NR; ++c) {
+      float s = QSum(acc[r][c]);
+      if (a.bias != nullptr) s += a.bias[j + c];
+      a.y[(i + r) * a.ldy + j + c] = s;
+    }
+  }
+}
+
+template <size_t NR, size_t R, size_t MaxR, class Fmt>
+HWY_INLINE void QTileRows(const QuantArgs& a, size_t rows, size_t i, size_t j) {
+  if constexpr (R <= MaxR) {
+    if (rows == R) return QTile<R, NR, Fmt>(a, i, j);
+    QTileRows<NR, R + 1, MaxR, Fmt>(a, rows, i, j);
+  }
+}
+
+template <size_t NR, size_t MinR, size_t MaxR, class Fmt>
+void QSweep(const QuantArgs& a, size_t i0, size_t i1, size_t j0, size_t j1) {
+  size_t j = j0;
+  for (; j + NR <= j1; j += NR) {
+    for (size_t i = i0; i < i1; i += kQMR) QTileRows<NR, MinR, MaxR, Fmt>(a, std::min(kQMR, i1 - i), i, j);
+  }
+  for (; j < j1; ++j) {
+    for (size_t i = i0; i < i1; i += kQMR) QTileRows<1, MinR, MaxR, Fmt>(a, std::min(kQMR, i1 - i), i, j);
+  }
+}
+
+template <class Fmt, size_t R = 1>
+HWY_INLINE void QSweepSmallM(const QuantArgs& a, size_t m, size_t j0, size_t j1) {
+  if constexpr (R < kQMR) {
+    if (m == R) return QSweep<R == 1 ? Fmt::kNrR1 : kQNrForR[R], R, R, Fmt>(a, 0, m, j0, j1);
+    QSweepSmallM<Fmt, R + 1>(a, m, j0, j1);
+  }
+}
+
+template <class Fmt>
+void QMatMulColumns(const QuantArgs& a, size_t m, size_t j0, size_t j1) {
+  if (m < kQMR) return QSweepSmallM<Fmt>(a, m, j0, j1);
+  const size_t rows_in_l2 = kQXBlockBytes / std::max<size_t>(a.ldq, 1);
+  const size_t block = std::max(kQMR, rows_in_l2 / kQMR * kQMR);
+  for (size_t i0 = 0; i0 < m; i0 += block)
+    QSweep<kQNrForR[kQMR], 1, kQMR, Fmt>(a, i0, std::min(m, i0 + block), j0, j1);
+}
+
+template <class Fmt>
+void QuantMatMulWith(const float* x, size_t m, size_t ldx, const MatrixView& w, const float* bias, float* y,
+                     size_t ldy, ThreadTeam& team) {
+  if (m == 0 || w.rows == 0) return;
+  const size_t k = w.cols;
+  if (k % Fmt::kBlockElems != 0) HWY_ABORT("ops: %s rows of %zu values are not whole blocks", Fmt::kName, k);
+  if (k == 0) {
+    for (size_t i = 0; i < m; ++i) {
+      for (size_t j = 0; j < w.rows; ++j) y[i * ldy + j] = bias != nullptr ? bias[j] : 0.0f;
+    }
+    return;
+  }
+  // X quantized here, in the calling thread, into its scratch (grown only).
+  const size_t ldq = RoundUp(k, 64), ldd = RoundUp(k / 32, 16);
+  internal::QuantScratch& s = internal::ThreadQuantScratch();
+  s.Reserve(m * ldq, m * ldd);
+  for (size_t i = 0; i < m; ++i) {
+    internal::QuantizeActivations(x + i * ldx, k, s.q.data() + i * ldq, s.d.data() + i * ldd);
+  }
+  const QuantArgs a{
+      s.q.data(),           ldq,  s.d.data(), ldd, static_cast<const uint8_t*>(w.data), w.row_bytes,
+      k / Fmt::kBlockElems, bias, y,          ldy};
+  team.ParallelFor(w.rows, 8, [&](size_t j0, size_t j1) { QMatMulColumns<Fmt>(a, m, j0, j1); });
+}
+
+// acc[c] += W[row, c]: the exact dequantization (tensor/quant.h), a stack
+// chunk at a time (embedding lookups, not a hot path).
+template <class Fmt>
+void QuantAccumulateRowWith(const MatrixView& w, size_t row, float* acc) {
+  constexpr size_t kChunk = 256;  // a multiple of every block
+  HWY_ALIGN float buf[kChunk];
+  const uint8_t* p = w.row(row);
+  for (size_t c = 0; c < w.cols; c += kChunk) {
+    const size_t n = std::min(kChunk, w.cols - c);
+    DequantizeRow(w.format, p + c / Fmt::kBlockElems * Fmt::kBlockBytes, n, buf);
+    for (size_t i = 0; i < n; ++i) acc[c + i] += buf[i];
+  }
+}
+
+// NOLINTNEXTLINE(google-readability-namespace-comments)
+}  // namespace HWY_NAMESPACE
+}  // namespace lfmvox::ops
+HWY_AFTER_NAMESPACE();
+
+#endif  // per-target include guard

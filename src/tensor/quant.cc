@@ -1,0 +1,262 @@
+// Scalar definitions of the GGUF block formats. The quantizers follow ggml's
+// reference ones (ggml-quants.c: quantize_row_q8_0_ref, _q4_0_ref, _q6_K_ref
+// with make_qx_quants) operation for operation, in f32, so that a matrix
+// quantized here has the bytes llama-quantize would write. This file is built
+// with -ffp-contract=off: a fused multiply-add would change those bytes.
+#include "tensor/quant.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "tensor/dtype.h"
+
+namespace lfmvox {
+
+namespace {
+
+uint16_t LoadU16(const uint8_t* p) {
+  uint16_t v;
+  std::memcpy(&v, p, 2);
+  return v;
+}
+
+void StoreU16(uint8_t* p, uint16_t v) { std::memcpy(p, &v, 2); }
+
+// ggml's nearest_int: round to nearest, ties to even, by adding 1.5·2^23 and
+// reading the low mantissa bits (valid for |v| ≤ 2^22 − 1, as there).
+int NearestInt(float v) {
+  const float biased = v + 12582912.0f;
+  int32_t i;
+  std::memcpy(&i, &biased, 4);
+  return (i & 0x007fffff) - 0x00400000;
+}
+
+// ---- Q8_0
+
+void DequantizeQ8_0(const uint8_t* row, size_t cols, float* out) {
+  for (size_t b = 0; b < cols / 32; ++b, row += kQ8_0BlockBytes, out += 32) {
+    const float d = F16ToF32(LoadU16(row));
+    for (size_t j = 0; j < 32; ++j) out[j] = static_cast<float>(static_cast<int8_t>(row[2 + j])) * d;
+  }
+}
+
+void QuantizeQ8_0(const float* x, size_t cols, uint8_t* out) {
+  for (size_t b = 0; b < cols / 32; ++b, x += 32, out += kQ8_0BlockBytes) {
+    float amax = 0.0f;
+    for (size_t j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[j]));
+    const float d = amax / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    StoreU16(out, F32ToF16(d));
+    for (size_t j = 0; j < 32; ++j) {
+      out[2 + j] = static_cast<uint8_t>(static_cast<int8_t>(std::round(x[j] * id)));
+    }
+  }
+}
+
+// ---- Q4_0
+
+void DequantizeQ4_0(const uint8_t* row, size_t cols, float* out) {
+  for (size_t b = 0; b < cols / 32; ++b, row += kQ4_0BlockBytes, out += 32) {
+    const float d = F16ToF32(LoadU16(row));
+    for (size_t j = 0; j < 16; ++j) {
+      out[j] = static_cast<float>((row[2 + j] & 0x0f) - 8) * d;
+      out[j + 16] = static_cast<float>((row[2 + j] >> 4) - 8) * d;
+    }
+  }
+}
+
+void QuantizeQ4_0(const float* x, size_t cols, uint8_t* out) {
+  for (size_t b = 0; b < cols / 32; ++b, x += 32, out += kQ4_0BlockBytes) {
+    // The signed value of largest magnitude (the first one on ties) maps to −8.
+    float amax = 0.0f, max = 0.0f;
+    for (size_t j = 0; j < 32; ++j) {
+      if (amax < std::fabs(x[j])) {
+        amax = std::fabs(x[j]);
+        max = x[j];
+      }
+    }
+    const float d = max / -8.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    StoreU16(out, F32ToF16(d));
+    for (size_t j = 0; j < 16; ++j) {
+      // Truncation of x·id + 8.5 (≥ 0.5 here) is rounding half up; 16 clamps to 15.
+      const int lo = std::min(15, static_cast<int>(static_cast<int8_t>(x[j] * id + 8.5f)));
+      const int hi = std::min(15, static_cast<int>(static_cast<int8_t>(x[j + 16] * id + 8.5f)));
+      out[2 + j] = static_cast<uint8_t>(lo | (hi << 4));
+    }
+  }
+}
+
+// ---- Q6_K
+
+constexpr float kGroupMaxEps = 1e-15f;
+
+// ggml's make_qx_quants with rmse_type 1 (weights x², no importance
+// matrix): the scale of n values on levels [−nmax, nmax), codes l + nmax in
+// L, chosen by a search over 19 candidate inverse scales for the best
+// weighted least-squares fit.
+float MakeQxQuants(int n, int nmax, const float* x, int8_t* L) {
+  float max = 0.0f, amax = 0.0f;
+  for (int i = 0; i < n; ++i) {
+    const float ax = std::fabs(x[i]);
+    if (ax > amax) {
+      amax = ax;
+      max = x[i];
+    }
+  }
+  if (amax < kGroupMaxEps) {
+    std::fill(L, L + n, int8_t{0});
+    return 0.0f;
+  }
+  auto level = [&](float iscale, int i) { return std::clamp(NearestInt(iscale * x[i]), -nmax, nmax - 1); };
+  float iscale = static_cast<float>(-nmax) / max;
+  float sumlx = 0.0f, suml2 = 0.0f;
+  for (int i = 0; i < n; ++i) {
+    const int l = level(iscale, i);
+    L[i] = static_cast<int8_t>(l + nmax);
+    const float w = x[i] * x[i];
+    sumlx += w * x[i] * static_cast<float>(l);
+    suml2 += w * static_cast<float>(l) * static_cast<float>(l);
+  }
+  float scale = suml2 != 0.0f ? sumlx / suml2 : 0.0f;
+  float best = scale * sumlx;
+  for (int is = -9; is <= 9; ++is) {
+    if (is == 0) continue;
+    iscale = -(static_cast<float>(nmax) + 0.1f * static_cast<float>(is)) / max;
+    sumlx = suml2 = 0.0f;
+    for (int i = 0; i < n; ++i) {
+      const int l = level(iscale, i);
+      const float w = x[i] * x[i];
+      sumlx += w * x[i] * static_cast<float>(l);
+      suml2 += w * static_cast<float>(l) * static_cast<float>(l);
+    }
+    if (suml2 > 0.0f && sumlx * sumlx > best * suml2) {
+      for (int i = 0; i < n; ++i) L[i] = static_cast<int8_t>(nmax + level(iscale, i));
+      scale = sumlx / suml2;
+      best = scale * sumlx;
+    }
+  }
+  return scale;
+}
+
+void DequantizeQ6_K(const uint8_t* row, size_t cols, float* out) {
+  for (size_t b = 0; b < cols / 256; ++b, row += kQ6_KBlockBytes) {
+    const float d = F16ToF32(LoadU16(row + kQ6_KD));
+    const uint8_t* ql = row;
+    const uint8_t* qh = row + kQ6_KQh;
+    const auto* sc = reinterpret_cast<const int8_t*>(row + kQ6_KScales);
+    for (size_t h = 0; h < 2; ++h, ql += 64, qh += 32, sc += 8, out += 128) {
+      for (size_t l = 0; l < 32; ++l) {
+        const size_t is = l / 16;
+        const int q1 = ((ql[l] & 0xf) | ((qh[l] >> 0 & 3) << 4)) - 32;
+        const int q2 = ((ql[l + 32] & 0xf) | ((qh[l] >> 2 & 3) << 4)) - 32;
+        const int q3 = ((ql[l] >> 4) | ((qh[l] >> 4 & 3) << 4)) - 32;
+        const int q4 = ((ql[l + 32] >> 4) | ((qh[l] >> 6 & 3) << 4)) - 32;
+        out[l] = d * static_cast<float>(sc[is]) * static_cast<float>(q1);
+        out[l + 32] = d * static_cast<float>(sc[is + 2]) * static_cast<float>(q2);
+        out[l + 64] = d * static_cast<float>(sc[is + 4]) * static_cast<float>(q3);
+        out[l + 96] = d * static_cast<float>(sc[is + 6]) * static_cast<float>(q4);
+      }
+    }
+  }
+}
+
+void QuantizeQ6_K(const float* x, size_t cols, uint8_t* out) {
+  for (size_t b = 0; b < cols / 256; ++b, x += 256, out += kQ6_KBlockBytes) {
+    int8_t L[256];
+    float scales[16];
+    float max_scale = 0.0f, max_abs_scale = 0.0f;
+    for (int ib = 0; ib < 16; ++ib) {
+      scales[ib] = MakeQxQuants(16, 32, x + 16 * ib, L + 16 * ib);
+      if (std::fabs(scales[ib]) > max_abs_scale) {
+        max_abs_scale = std::fabs(scales[ib]);
+        max_scale = scales[ib];
+      }
+    }
+    if (max_abs_scale < kGroupMaxEps) {
+      std::memset(out, 0, kQ6_KBlockBytes);  // d = +0 as well
+      continue;
+    }
+    const float iscale = -128.0f / max_scale;
+    const uint16_t d16 = F32ToF16(1.0f / iscale);
+    StoreU16(out + kQ6_KD, d16);
+    auto* sc = reinterpret_cast<int8_t*>(out + kQ6_KScales);
+    for (int ib = 0; ib < 16; ++ib)
+      sc[ib] = static_cast<int8_t>(std::min(127, NearestInt(iscale * scales[ib])));
+    for (int j = 0; j < 16; ++j) {
+      const float d = F16ToF32(d16) * static_cast<float>(sc[j]);
+      if (d == 0.0f) continue;  // keeps make_qx_quants' codes, as ggml does
+      for (int i = 0; i < 16; ++i) {
+        const int l = std::clamp(NearestInt(x[16 * j + i] / d), -32, 31);
+        L[16 * j + i] = static_cast<int8_t>(l + 32);
+      }
+    }
+    uint8_t* ql = out;
+    uint8_t* qh = out + kQ6_KQh;
+    for (int j = 0; j < 256; j += 128, ql += 64, qh += 32) {
+      for (int l = 0; l < 32; ++l) {
+        const int q1 = L[j + l], q2 = L[j + l + 32], q3 = L[j + l + 64], q4 = L[j + l + 96];
+        ql[l] = static_cast<uint8_t>((q1 & 0xf) | ((q3 & 0xf) << 4));
+        ql[l + 32] = static_cast<uint8_t>((q2 & 0xf) | ((q4 & 0xf) << 4));
+        qh[l] = static_cast<uint8_t>((q1 >> 4) | ((q2 >> 4) << 2) | ((q3 >> 4) << 4) | ((q4 >> 4) << 6));
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void DequantizeRow(WeightFormat f, const void* row, size_t cols, float* out) {
+  const auto* p = static_cast<const uint8_t*>(row);
+  switch (f) {
+    case WeightFormat::kF32:
+      std::memcpy(out, p, cols * 4);
+      return;
+    case WeightFormat::kBF16:
+      for (size_t c = 0; c < cols; ++c) out[c] = Bf16ToF32(LoadU16(p + 2 * c));
+      return;
+    case WeightFormat::kF16:
+      for (size_t c = 0; c < cols; ++c) out[c] = F16ToF32(LoadU16(p + 2 * c));
+      return;
+    case WeightFormat::kQ8_0:
+      return DequantizeQ8_0(p, cols, out);
+    case WeightFormat::kQ4_0:
+      return DequantizeQ4_0(p, cols, out);
+    case WeightFormat::kQ6_K:
+      return DequantizeQ6_K(p, cols, out);
+  }
+}
+
+void QuantizeRow(WeightFormat f, const float* in, size_t cols, void* out) {
+  auto* p = static_cast<uint8_t*>(out);
+  switch (f) {
+    case WeightFormat::kF32:
+      std::memcpy(p, in, cols * 4);
+      return;
+    case WeightFormat::kBF16:
+      for (size_t c = 0; c < cols; ++c) StoreU16(p + 2 * c, F32ToBf16(in[c]));
+      return;
+    case WeightFormat::kF16:
+      for (size_t c = 0; c < cols; ++c) StoreU16(p + 2 * c, F32ToF16(in[c]));
+      return;
+    case WeightFormat::kQ8_0:
+      return QuantizeQ8_0(in, cols, p);
+    case WeightFormat::kQ4_0:
+      return QuantizeQ4_0(in, cols, p);
+    case WeightFormat::kQ6_K:
+      return QuantizeQ6_K(in, cols, p);
+  }
+}
+
+void QuantizeMatrix(WeightFormat f, const float* in, size_t rows, size_t cols, size_t ld_in, void* out,
+                    size_t out_row_bytes) {
+  auto* p = static_cast<uint8_t*>(out);
+  for (size_t r = 0; r < rows; ++r) QuantizeRow(f, in + r * ld_in, cols, p + r * out_row_bytes);
+}
+
+void DequantizeMatrix(const MatrixView& w, float* out) {
+  for (size_t r = 0; r < w.rows; ++r) DequantizeRow(w.format, w.row(r), w.cols, out + r * w.cols);
+}
+
+}  // namespace lfmvox
