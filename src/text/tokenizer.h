@@ -48,9 +48,10 @@ class Tokenizer {
   // raw / normalized text (tokenizers' defaults for special and plain added tokens); kUnused entries are
   // undefined ids. add_bos / add_eos make the post-processor template. Errors: Unimplemented for a model
   // other than "gpt2", an unknown `pre`, or token types kUnknown / kByte; DataLoss for an inconsistent
-  // vocabulary (a type count that differs from the token count, an empty or repeated token, a merge that
-  // is not "a b" or names a token not in the vocabulary, add_bos without a bos); OutOfRange for more than
-  // 2^21 tokens, more than 1 GiB of text, or a special id outside the token list.
+  // vocabulary (a type count that differs from the token count, an empty, repeated or non-UTF-8 token, a
+  // merge that is not "a b" or names a token not in the vocabulary, a special id on an unused entry,
+  // add_bos without a bos); OutOfRange for more than 2^21 tokens, more than 1 GiB of text, or a special id
+  // outside the token list.
   static Result<Tokenizer> FromVocab(const TokenizerVocab& vocab);
 
   // The GGUF vocabulary llama.cpp's converter writes for this tokenizer: tokens by id up to

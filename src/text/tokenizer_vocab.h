@@ -20,14 +20,16 @@ struct TokenizerVocab {
     kByte = 6,         // SentencePiece byte-fallback pieces; FromVocab refuses it
   };
 
-  std::string model;                      // tokenizer.ggml.model: "gpt2" (byte-level BPE)
-  std::string pre;                        // tokenizer.ggml.pre: "lfm2" ("llama-bpe" in older conversions)
-  std::vector<std::string> tokens;        // tokenizer.ggml.tokens, by id; byte-level spelling ("Ġthe")
-  std::vector<int32_t> token_types;       // tokenizer.ggml.token_type, one TokenType per token
-  std::vector<std::string> merges;        // tokenizer.ggml.merges, by rank: "left right"
-  int32_t bos = -1, eos = -1, pad = -1;   // tokenizer.ggml.{bos,eos,padding}_token_id; -1 when absent
-  bool add_bos = false, add_eos = false;  // tokenizer.ggml.add_{bos,eos}_token
-  std::string chat_template;              // tokenizer.chat_template (Jinja)
+  std::string model;                     // tokenizer.ggml.model: "gpt2" (byte-level BPE)
+  std::string pre;                       // tokenizer.ggml.pre: "lfm2" ("llama-bpe" in older conversions)
+  std::vector<std::string> tokens;       // tokenizer.ggml.tokens, by id; byte-level spelling ("Ġthe")
+  std::vector<int32_t> token_types;      // tokenizer.ggml.token_type, one TokenType per token
+  std::vector<std::string> merges;       // tokenizer.ggml.merges, by rank: "left right"
+  int32_t bos = -1, eos = -1, pad = -1;  // tokenizer.ggml.{bos,eos,padding}_token_id; -1 when absent
+  // tokenizer.ggml.add_{bos,eos}_token. When the file lacks add_bos_token, llama.cpp takes true for the
+  // LFM2 pre names (and false for add_eos); a reader filling this struct should do the same.
+  bool add_bos = false, add_eos = false;
+  std::string chat_template;  // tokenizer.chat_template (Jinja)
 };
 
 // What Tokenizer::ExportVocab takes from outside tokenizer.json: config.json and tokenizer_config.json
