@@ -156,6 +156,18 @@ Result<BpeModel> BpeModel::FromJson(const json& model) {
   return bpe;
 }
 
+std::vector<std::pair<int32_t, int32_t>> BpeModel::MergesByRank() const {
+  std::vector<std::pair<int32_t, std::pair<int32_t, int32_t>>> ranked;  // (rank, (left, right))
+  merges_.ForEach([&ranked](int32_t left, int32_t right, const MergeTable::Merge& m) {
+    ranked.push_back({m.rank, {left, right}});
+  });
+  std::sort(ranked.begin(), ranked.end());
+  std::vector<std::pair<int32_t, int32_t>> out;
+  out.reserve(ranked.size());
+  for (const auto& r : ranked) out.push_back(r.second);
+  return out;
+}
+
 std::optional<int32_t> BpeModel::CharId(std::string_view ch, bool first, bool last) const {
   const bool decorated =
       (!first && !continuing_subword_prefix_.empty()) || (last && !end_of_word_suffix_.empty());

@@ -26,6 +26,15 @@ class MergeTable {
   void Reserve(size_t n);
   // A later entry for the same pair replaces the earlier one, as a Rust HashMap collected from the list does.
   void Insert(int32_t left, int32_t right, Merge merge);
+  // Calls fn(left, right, merge) for every entry, in no particular order.
+  template <typename Fn>
+  void ForEach(Fn&& fn) const {
+    for (size_t i = 0; i < keys_.size(); ++i) {
+      if (keys_[i] != kEmpty) {
+        fn(static_cast<int32_t>(keys_[i] >> 32), static_cast<int32_t>(keys_[i] & 0xFFFFFFFFu), values_[i]);
+      }
+    }
+  }
   const Merge* Find(int32_t left, int32_t right) const {
     if (keys_.empty()) return nullptr;
     const uint64_t key = Key(left, right);
@@ -87,6 +96,17 @@ class BpeModel {
     return it->second;
   }
   const TokenMap& vocab() const { return vocab_; }
+
+  // The merges as (left id, right id), lowest rank first. A pair the file lists twice appears once, at its
+  // later rank, which is the one encoding uses.
+  std::vector<std::pair<int32_t, int32_t>> MergesByRank() const;
+
+  // The options a GGUF "gpt2" vocabulary cannot carry, and has at their defaults: no unk_token, no subword
+  // prefix or suffix, no byte_fallback, ignore_merges false.
+  bool HasOnlyDefaultOptions() const {
+    return !unk_id_ && continuing_subword_prefix_.empty() && end_of_word_suffix_.empty() && !byte_fallback_ &&
+           !ignore_merges_;
+  }
 
  private:
   void AddInitialSymbols(std::string_view word, BpeScratch* scratch) const;

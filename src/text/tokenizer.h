@@ -1,6 +1,7 @@
 // Text tokenizer for LFM2-family models: reads a Hugging Face `tokenizer.json` of the byte-level BPE kind and
 // reproduces what the `tokenizers` library (Rust 0.22) encodes and decodes. Nothing about the vocabulary is
-// built in; every id, token, merge, regex and template comes from the file.
+// built in; every id, token, merge, regex and template comes from the file. A GGUF file's tokenizer.ggml.*
+// vocabulary (tokenizer_vocab.h) loads through FromVocab into the same tokenizer.
 //
 // Supported file contents (anything else is refused at load with an Unimplemented error naming it):
 //   normalizer      null
@@ -22,6 +23,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "text/tokenizer_vocab.h"
 
 namespace lfmvox {
 
@@ -36,6 +38,34 @@ class Tokenizer {
   // disagrees with the vocabulary, ...), Unimplemented for a component type this reader does not handle.
   static Result<Tokenizer> LoadFile(const std::string& tokenizer_json_path);
   static Result<Tokenizer> LoadJson(std::string_view json_text);
+
+  // The tokenizer a GGUF file's tokenizer.ggml.* metadata describes: the same one the tokenizer.json it was
+  // converted from gives (encodings, decodings, special tokens, vocab_size), when that file is of the kind
+  // the GGUF can describe (what ExportVocab accepts). `pre` "lfm2", "llama-bpe" and "llama3" all mean LFM2's
+  // pre-tokenizer: Split on the Llama-3 pattern (Isolated), then ByteLevel without prefix space or regex,
+  // with ignore_merges false as in LFM2's tokenizer.json (llama.cpp sets it true for these names).
+  // Tokens of type kControl / kUserDefined become added tokens, special / not special, matched in the
+  // raw / normalized text (tokenizers' defaults for special and plain added tokens); kUnused entries are
+  // undefined ids. add_bos / add_eos make the post-processor template. Errors: Unimplemented for a model
+  // other than "gpt2", an unknown `pre`, or token types kUnknown / kByte; DataLoss for an inconsistent
+  // vocabulary (a type count that differs from the token count, an empty, repeated or non-UTF-8 token, a
+  // merge that is not "a b" or names a token not in the vocabulary, a special id on an unused entry,
+  // add_bos without a bos); OutOfRange for more than 2^21 tokens, more than 1 GiB of text, or a special id
+  // outside the token list.
+  static Result<Tokenizer> FromVocab(const TokenizerVocab& vocab);
+
+  // The GGUF vocabulary llama.cpp's converter writes for this tokenizer: tokens by id up to
+  // options.vocab_size with "[PAD<id>]" (kUnused) in the holes, kControl for added tokens that are special
+  // or spelled like control tokens ("<|...|>", "<pad>", "<mask>", "<unused...>", ...), kUserDefined (with
+  // U+2581 written as a space) for the other added tokens, kNormal for the rest; merges by rank as "a b";
+  // bos / eos and add_bos / add_eos from the post-processor template unless the options name them.
+  // Unimplemented when the GGUF cannot describe this tokenizer: a pre-tokenizer other than LFM2's, BPE
+  // options other than tokenizers' defaults (unk_token, byte_fallback, ignore_merges, subword affixes), a
+  // template with more than one token before or after the text, an id that is both a vocabulary entry and a
+  // different added token, or a merge part holding a space. Added-token flags (lstrip, rstrip, single_word,
+  // normalized) are not written, as the converter does not write them: FromVocab(ExportVocab()) encodes
+  // like this tokenizer when they have the defaults FromVocab assumes, as LFM2's do.
+  Result<TokenizerVocab> ExportVocab(const VocabExportOptions& options = {}) const;
 
   // encode(text, add_special_tokens=False), which is how liquid-audio encodes every prompt piece. Added
   // tokens written in the text ("<|im_start|>", and non-special ones such as "python") are cut out first,
