@@ -231,10 +231,16 @@ Status ReadValue(Reader& r, uint32_t type_id, const std::string& what, GgufValue
     std::vector<std::string> v;
     v.reserve(static_cast<size_t>(n));
     for (uint64_t i = 0; i < n; ++i) {
-      std::string s;
-      LFM_RETURN_IF_ERROR(r.String(StrFormat("element %llu of %s", static_cast<ull>(i), what.c_str()),
-                                   kGgufMaxStringBytes, &s));
-      v.push_back(std::move(s));
+      // Vocabularies hold 65536 tokens and as many merges: describe an element only when it is bad.
+      const uint64_t len = r.left() >= 8 ? LoadLe(r.at(r.pos()), 8) : 0;
+      if (r.left() < 8 || len > kGgufMaxStringBytes || len > r.left() - 8) {
+        std::string unused;
+        const Status bad = r.String(StrFormat("element %llu of %s", static_cast<ull>(i), what.c_str()),
+                                    kGgufMaxStringBytes, &unused);
+        return bad.ok() ? Internal("GGUF string array: fast and slow path disagree") : bad;
+      }
+      v.emplace_back(reinterpret_cast<const char*>(r.at(r.pos() + 8)), static_cast<size_t>(len));
+      r.Skip(8 + len);
     }
     *out = GgufValue::StringArray(std::move(v));
     return Status::Ok();

@@ -554,6 +554,12 @@ TEST(GgufValidationTest, HugeStringLength) {
   Img past = Header(0, 1);
   past.Str("k").U32(8).U64(100).Raw("abc");
   ExpectError(past.b, StatusCode::kDataLoss, "97 bytes short of metadata key \"k\"");
+  Img elem = Header(0, 1);  // in a string array
+  elem.Str("k").U32(9).U32(8).U64(2).Str("ok").U64(1ull << 40).Raw(std::string(16, 'x'));
+  ExpectError(elem.b, StatusCode::kOutOfRange, "element 1 of metadata key \"k\" is 1099511627776 bytes long");
+  Img elem_past = Header(0, 1);
+  elem_past.Str("k").U32(9).U32(8).U64(2).Str("ok").U64(20).Raw(std::string(16, 'x'));
+  ExpectError(elem_past.b, StatusCode::kDataLoss, "4 bytes short of element 1 of metadata key \"k\"");
 }
 
 TEST(GgufValidationTest, HugeArrayCount) {
