@@ -18,6 +18,7 @@
 
 #include "bench_util.h"
 #include "blocks/weights.h"
+#include "models/lfm25_audio/config.h"
 #include "models/lfm25_audio/gguf_release.h"
 #include "models/lfm25_audio/lfm2_stack.h"
 #include "ops/ops.h"
@@ -83,7 +84,8 @@ Result<Model> Open(const std::string& path) {
   LFM_ASSIGN_OR_RETURN(Lfm2Stack s, Lfm2Stack::Load(*m.ckpt, m.config, "lfm."));
   m.stack.emplace(std::move(s));
   LFM_ASSIGN_OR_RETURN(TensorView e, m.ckpt->Get("lfm.embed_tokens.weight"));
-  LFM_ASSIGN_OR_RETURN(m.embed, LoadMatrix(*m.ckpt, "lfm.embed_tokens.weight", e.shape[0], m.config.hidden_size));
+  LFM_ASSIGN_OR_RETURN(m.embed,
+                       LoadMatrix(*m.ckpt, "lfm.embed_tokens.weight", e.shape[0], m.config.hidden_size));
   return m;
 }
 
@@ -125,7 +127,8 @@ int main(int argc, char** argv) {
     ThreadTeam team(threads);
     const double bw = bench::MeasureReadBandwidth(team);
     auto state = Lfm2State::Create(stack, static_cast<size_t>(pp), static_cast<size_t>(pp + tg + 64));
-    auto scratch = Lfm2Scratch::Create(stack, static_cast<size_t>(pp), static_cast<size_t>(pp + tg + 64), threads);
+    auto scratch =
+        Lfm2Scratch::Create(stack, static_cast<size_t>(pp), static_cast<size_t>(pp + tg + 64), threads);
     if (!state.ok() || !scratch.ok()) {
       std::fprintf(stderr, "%s\n", (state.ok() ? scratch.status() : state.status()).ToString().c_str());
       return 1;
@@ -169,7 +172,8 @@ int main(int argc, char** argv) {
     const double pp_rate = pp / Median(pp_t), tg_rate = tg / Median(tg_t);
     const double floor_rate = bw / step_bytes;  // decode tokens/s if every step streamed its weights at bw
     std::printf(
-        "{\"bench\":\"backbone\",\"engine\":\"lfmvox\",\"file\":\"%s\",\"format\":\"%s\",\"head_format\":\"%s\","
+        "{\"bench\":\"backbone\",\"engine\":\"lfmvox\",\"file\":\"%s\",\"format\":\"%s\",\"head_format\":\"%"
+        "s\","
         "\"threads\":%d,\"cpu\":\"%s\",\"simd\":\"%s\",\"pp\":%d,\"tg\":%d,\"prefill_tok_s\":%.2f,"
         "\"decode_tok_s\":%.2f,\"step_bytes\":%.0f,\"read_gb_s\":%.2f,\"decode_floor_tok_s\":%.2f,"
         "\"floor_fraction\":%.3f,\"loadavg\":%.2f}\n",

@@ -16,9 +16,9 @@
 #include <optional>
 #include <vector>
 
+#include "model_files.h"
 #include "models/lfm25_audio/config.h"
 #include "threading/thread_team.h"
-#include "model_files.h"
 #include "trace_util.h"
 
 namespace lfmvox {

@@ -17,8 +17,8 @@
 #include <vector>
 
 #include "io/safetensors.h"
-#include "threading/thread_team.h"
 #include "model_files.h"
+#include "threading/thread_team.h"
 #include "trace_util.h"
 
 namespace lfmvox {
@@ -370,6 +370,7 @@ std::string WriteVariant(const std::string& name, const std::string& drop, const
 }
 
 TEST(Detokenizer, LoadErrorsNameTheProblem) {
+  if (!testing::WeightsVariant().empty()) GTEST_SKIP() << "edits the safetensors snapshot";
   auto missing = Lfm25Detokenizer::Load(WriteVariant("missing", "lfm.layers.2.self_attn.k_proj.weight", ""));
   ASSERT_FALSE(missing.ok());
   EXPECT_NE(missing.status().message().find("lfm.layers.2.self_attn.k_proj.weight"), std::string::npos)

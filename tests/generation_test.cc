@@ -159,6 +159,7 @@ namespace {
 
 // A model directory missing a file or a tensor is an error that names it.
 TEST(ModelLoad, MissingFilesAndTensorsAreNamed) {
+  if (!testing::WeightsVariant().empty()) GTEST_SKIP() << "edits the safetensors snapshot";
   namespace fs = std::filesystem;
   const std::string dir = ::testing::TempDir() + "/lfm25_partial";
   fs::remove_all(dir);

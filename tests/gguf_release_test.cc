@@ -29,12 +29,14 @@ namespace fs = std::filesystem;
 using testing::DataPath;
 
 std::string Fresh(const std::string& name) {
-  const std::string d = ::testing::TempDir() + "/gguf_release_test_" + name + "_" + std::to_string(::getpid());
+  const std::string d =
+      ::testing::TempDir() + "/gguf_release_test_" + name + "_" + std::to_string(::getpid());
   fs::remove_all(d);
   return d;
 }
 
-Lfm25GgufFiles Write(const std::string& snapshot, const std::string& out, WeightFormat type, bool embed = true) {
+Lfm25GgufFiles Write(const std::string& snapshot, const std::string& out, WeightFormat type,
+                     bool embed = true) {
   Lfm25GgufWriteOptions o;
   o.type = type;
   o.embed_configs = embed;
@@ -132,8 +134,8 @@ TEST(GgufRelease, F32ValuesComeBackExactly) {
     ASSERT_TRUE(ck.ok());
     size_t compared = 0;
     for (const std::string& name : ck->Names()) {
-      if (!g->weights.Has(name)) continue;
-      const TensorView a = *ck->Get(name), b = *g->weights.Get(name);
+      if (!g->weights->Has(name)) continue;
+      const TensorView a = *ck->Get(name), b = *g->weights->Get(name);
       ASSERT_EQ(a.shape, b.shape) << name;
       const bool bn = name.find("batch_norm") != std::string::npos;
       if (bn) continue;
@@ -145,8 +147,10 @@ TEST(GgufRelease, F32ValuesComeBackExactly) {
     // BatchNorm: scale = γ/√(var + eps), shift = β − mean·scale.
     const std::string p = "conformer.layers.0.conv.batch_norm.";
     const std::vector<float> gamma = Values(*ck->Get(p + "weight")), beta = Values(*ck->Get(p + "bias")),
-                             mean = Values(*ck->Get(p + "running_mean")), var = Values(*ck->Get(p + "running_var"));
-    const std::vector<float> scale = Values(*g->weights.Get(p + "weight")), shift = Values(*g->weights.Get(p + "bias"));
+                             mean = Values(*ck->Get(p + "running_mean")),
+                             var = Values(*ck->Get(p + "running_var"));
+    const std::vector<float> scale = Values(*g->weights->Get(p + "weight")),
+                             shift = Values(*g->weights->Get(p + "bias"));
     ASSERT_EQ(scale.size(), gamma.size());
     for (size_t i = 0; i < scale.size(); ++i) {
       const float s = gamma[i] / std::sqrt(var[i] + 1e-5f);
@@ -231,7 +235,8 @@ TEST(GgufRelease, ConfigFromMetadata) {
     ASSERT_TRUE(m.ok()) << m.status().ToString();
     auto ref = Lfm25AudioModel::Load(DataPath("lfm25_small"), {.load_detokenizer = false});
     ASSERT_TRUE(ref.ok());
-    for (const char* text : {"Hello, world!", "  two  spaces\nand a line", "<|im_start|>user\nhi<|im_end|>"}) {
+    for (const char* text :
+         {"Hello, world!", "  two  spaces\nand a line", "<|im_start|>user\nhi<|im_end|>"}) {
       EXPECT_EQ(*(*m)->tokenizer().Encode(text), *(*ref)->tokenizer().Encode(text)) << text;
     }
     EXPECT_EQ((*m)->special().im_start, (*ref)->special().im_start);

@@ -7,7 +7,6 @@
 #pragma once
 
 #include <gtest/gtest.h>
-
 #include <unistd.h>
 
 #include <cstdlib>
@@ -87,8 +86,8 @@ inline std::string DetokenizerDir(const std::string& name) {
 
 // The main checkpoint and config.json object of an oracle model.
 struct ModelFiles {
-  std::string where;       // for messages
-  nlohmann::json config;   // config.json (or what the GGUF metadata implies)
+  std::string where;      // for messages
+  nlohmann::json config;  // config.json (or what the GGUF metadata implies)
   std::optional<Checkpoint> weights;
 };
 
@@ -112,7 +111,7 @@ inline ModelFiles OpenModelFiles(const std::string& name) {
   EXPECT_TRUE(g.ok()) << g.status().ToString();
   if (!g.ok()) return m;
   m.config = g->config;
-  m.weights.emplace(std::move(g->weights));
+  m.weights.emplace(std::move(*g->weights));
   return m;
 }
 

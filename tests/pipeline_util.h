@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "models/lfm25_audio/session.h"
 #include "model_files.h"
+#include "models/lfm25_audio/session.h"
 #include "trace_util.h"
 
 namespace lfmvox::testing {

@@ -25,7 +25,8 @@ struct Q4_0Blocks {
   // The 16 bytes in both halves (a load, no shuffle), the upper half shifted
   // down 4 bits, then masked: 2 ALU ops.
   static Codes Decode(const uint8_t* blk, size_t /*g*/) {
-    const __m256i raw = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 2)));
+    const __m256i raw =
+        _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 2)));
     const __m256i shifted = _mm256_srlv_epi32(raw, _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4));
     return _mm256_and_si256(shifted, _mm256_set1_epi8(0x0f));
   }

@@ -238,7 +238,7 @@ void QSweep(const QuantArgs& a, size_t i0, size_t i1, size_t j0, size_t j1) {
 template <class Fmt, size_t R = 1>
 HWY_INLINE void QSweepSmallM(const QuantArgs& a, size_t m, size_t j0, size_t j1) {
   if constexpr (R < kQMR) {
-    if (m == R) return QSweep<R == 1 ? Fmt::kNrR1 : kQNrForR[R], R, R, Fmt>(a, 0, m, j0, j1);
+    if (m == R) return QSweep < R == 1 ? Fmt::kNrR1 : kQNrForR[R], R, R, Fmt > (a, 0, m, j0, j1);
     QSweepSmallM<Fmt, R + 1>(a, m, j0, j1);
   }
 }

@@ -19,11 +19,6 @@ Result<Lfm2Backbone> Lfm2Backbone::Load(const Checkpoint& ckpt, const Lfm2Config
   }
   LFM_ASSIGN_OR_RETURN(b.embed_, LoadMatrix(ckpt, "lfm.embed_tokens.weight", emb.shape[0], H));
 
-  // codebook_offsets [num_codebooks] (int64): where each codebook's rows start.
-  LFM_ASSIGN_OR_RETURN(TensorView off, ckpt.Get("codebook_offsets", Shape{num_codebooks}));
-  if (off.dtype != DType::kI64) return InvalidArgument("tensor codebook_offsets must be I64");
-  b.offsets_.resize(static_cast<size_t>(num_codebooks));
-  std::memcpy(b.offsets_.data(), off.data, b.offsets_.size() * 8);
   LFM_ASSIGN_OR_RETURN(TensorView audio, ckpt.Get("audio_embedding.embedding.weight"));
   if (audio.shape.rank != 2 || audio.shape[1] != H || audio.shape[0] % num_codebooks != 0) {
     return InvalidArgument(
@@ -31,6 +26,17 @@ Result<Lfm2Backbone> Lfm2Backbone::Load(const Checkpoint& ckpt, const Lfm2Config
                   audio.shape.ToString().c_str(), num_codebooks, static_cast<long long>(H)));
   }
   b.audio_vocab_ = static_cast<int>(audio.shape[0] / num_codebooks);
+  // codebook_offsets [num_codebooks] (int64): where each codebook's rows
+  // start. GGUF files drop it; llama.cpp then takes codebook k at
+  // k · rows/codebooks, which is what liquid-audio stores.
+  b.offsets_.resize(static_cast<size_t>(num_codebooks));
+  if (ckpt.Has("codebook_offsets")) {
+    LFM_ASSIGN_OR_RETURN(TensorView off, ckpt.Get("codebook_offsets", Shape{num_codebooks}));
+    if (off.dtype != DType::kI64) return InvalidArgument("tensor codebook_offsets must be I64");
+    std::memcpy(b.offsets_.data(), off.data, b.offsets_.size() * 8);
+  } else {
+    for (int k = 0; k < num_codebooks; ++k) b.offsets_[static_cast<size_t>(k)] = int64_t{k} * b.audio_vocab_;
+  }
   for (int k = 0; k < num_codebooks; ++k) {
     const int64_t o = b.offsets_[static_cast<size_t>(k)];
     if (o < 0 || o + b.audio_vocab_ > audio.shape[0]) {

@@ -37,8 +37,9 @@ Result<std::unique_ptr<Lfm25Detokenizer>> Lfm25Detokenizer::Load(const std::stri
   return Load(std::move(config), std::move(ckpt), dir.string());
 }
 
-Result<std::unique_ptr<Lfm25Detokenizer>> Lfm25Detokenizer::Load(Lfm25DetokenizerConfig config, Checkpoint weights,
-                                                                  const std::string& where_in) {
+Result<std::unique_ptr<Lfm25Detokenizer>> Lfm25Detokenizer::Load(Lfm25DetokenizerConfig config,
+                                                                 Checkpoint weights,
+                                                                 const std::string& where_in) {
   auto m = std::unique_ptr<Lfm25Detokenizer>(new Lfm25Detokenizer());
   m->config_ = std::move(config);
   m->ckpt_.emplace(std::move(weights));

@@ -7,10 +7,11 @@
 #include <map>
 #include <string_view>
 
+#include "io/file_util.h"
 #include "io/gguf.h"
 #include "io/gguf_writer.h"
-#include "io/file_util.h"
 #include "io/json_config.h"
+#include "models/lfm25_audio/config.h"
 #include "tensor/quant.h"
 #include "text/tokenizer.h"
 
@@ -51,26 +52,16 @@ constexpr std::pair<std::string_view, std::string_view> kLfm2Global[] = {
 // One conformer layer: GGUF module after "a.blk.N." and the Hugging Face
 // module after "conformer.layers.N." [spec §1.3]; .weight/.bias follow.
 constexpr std::pair<std::string_view, std::string_view> kConformerLayer[] = {
-    {"ffn_norm", "norm_feed_forward1"},
-    {"ffn_up", "feed_forward1.linear1"},
-    {"ffn_down", "feed_forward1.linear2"},
-    {"ln1", "norm_self_att"},
-    {"attn_q", "self_attn.linear_q"},
-    {"attn_k", "self_attn.linear_k"},
-    {"attn_v", "self_attn.linear_v"},
-    {"attn_out", "self_attn.linear_out"},
-    {"linear_pos", "self_attn.linear_pos"},
-    {"pos_bias_u", "self_attn.pos_bias_u"},
-    {"pos_bias_v", "self_attn.pos_bias_v"},
-    {"norm_conv", "norm_conv"},
-    {"conv_pw1", "conv.pointwise_conv1"},
-    {"conv_dw", "conv.depthwise_conv"},
-    {"conv_norm", "conv.batch_norm"},
-    {"conv_pw2", "conv.pointwise_conv2"},
-    {"ffn_norm_1", "norm_feed_forward2"},
-    {"ffn_up_1", "feed_forward2.linear1"},
-    {"ffn_down_1", "feed_forward2.linear2"},
-    {"ln2", "norm_out"},
+    {"ffn_norm", "norm_feed_forward1"},      {"ffn_up", "feed_forward1.linear1"},
+    {"ffn_down", "feed_forward1.linear2"},   {"ln1", "norm_self_att"},
+    {"attn_q", "self_attn.linear_q"},        {"attn_k", "self_attn.linear_k"},
+    {"attn_v", "self_attn.linear_v"},        {"attn_out", "self_attn.linear_out"},
+    {"linear_pos", "self_attn.linear_pos"},  {"pos_bias_u", "self_attn.pos_bias_u"},
+    {"pos_bias_v", "self_attn.pos_bias_v"},  {"norm_conv", "norm_conv"},
+    {"conv_pw1", "conv.pointwise_conv1"},    {"conv_dw", "conv.depthwise_conv"},
+    {"conv_norm", "conv.batch_norm"},        {"conv_pw2", "conv.pointwise_conv2"},
+    {"ffn_norm_1", "norm_feed_forward2"},    {"ffn_up_1", "feed_forward2.linear1"},
+    {"ffn_down_1", "feed_forward2.linear2"}, {"ln2", "norm_out"},
 };
 constexpr std::pair<std::string_view, std::string_view> kMmprojGlobal[] = {
     {"a.conv1d.", "conformer.pre_encode.conv."},
@@ -180,8 +171,8 @@ std::string VocoderToGguf(std::string_view h) {
 }
 
 bool IsVocoderTensor(std::string_view h) {
-  return StartsWith(h, "depthformer.") || StartsWith(h, "depth_linear.") || StartsWith(h, "depth_embeddings.") ||
-         StartsWith(h, "audio_embedding.");
+  return StartsWith(h, "depthformer.") || StartsWith(h, "depth_linear.") ||
+         StartsWith(h, "depth_embeddings.") || StartsWith(h, "audio_embedding.");
 }
 
 // Tensors of model.safetensors no GGUF file stores (training-only, or folded).
@@ -197,7 +188,8 @@ bool IsDroppedMainTensor(std::string_view h) {
 // and subsampling biases]. Element counts never change.
 Shape HfShape(const std::string& hf, const GgufTensor& t) {
   Shape s;
-  for (int i = t.n_dims - 1; i >= 0; --i) s.dim[s.rank++] = static_cast<int64_t>(t.ne[static_cast<size_t>(i)]);
+  for (int i = t.n_dims - 1; i >= 0; --i)
+    s.dim[s.rank++] = static_cast<int64_t>(t.ne[static_cast<size_t>(i)]);
   const bool conv_taps = hf.ends_with(".conv.conv.weight") || hf.ends_with(".depthwise_conv.weight");
   if (conv_taps && s.rank == 2) return Shape{s[0], 1, s[1]};
   if (hf.ends_with("_conv1.weight") || hf.ends_with("_conv2.weight")) {
@@ -241,9 +233,10 @@ Result<DType> DTypeForGgml(const GgufTensor& t, const std::string& path) {
     case GgmlType::Q6_K:
       return DType::kQ6_K;
     default:
-      return Unimplemented(StrFormat("%s: tensor %s is stored as %s; lfmvox reads F32, F16, BF16, Q8_0, Q4_0 "
-                                     "and Q6_K (requantize the file with `lfmvox quantize`)",
-                                     path.c_str(), t.name.c_str(), GgmlTypeName(t.type)));
+      return Unimplemented(
+          StrFormat("%s: tensor %s is stored as %s; lfmvox reads F32, F16, BF16, Q8_0, Q4_0 "
+                    "and Q6_K (requantize the file with `lfmvox quantize`)",
+                    path.c_str(), t.name.c_str(), GgmlTypeName(t.type)));
   }
 }
 
@@ -407,7 +400,8 @@ Status Lfm2Section(const GgufFile& f, nlohmann::json* j) {
       if (kv_per_layer.size() != static_cast<size_t>(layers))
         return InvalidArgument(f.path() + ": " + a + "attention.head_count_kv has the wrong length");
       if ((kv_per_layer[static_cast<size_t>(i)] > 0) != attention) {
-        return InvalidArgument(f.path() + ": " + a + "attention.head_count_kv disagrees with the tensors of layer " +
+        return InvalidArgument(f.path() + ": " + a +
+                               "attention.head_count_kv disagrees with the tensors of layer " +
                                std::to_string(i));
       }
       if (attention) kv_heads = kv_per_layer[static_cast<size_t>(i)];
@@ -454,15 +448,19 @@ Result<nlohmann::json> MainConfig(const GgufFile& backbone, const GgufFile* mmpr
   LFM_ASSIGN_OR_RETURN(int64_t dim, vm.GetI64("depthformer_n_embd"));
   d["layers"] = dl;
   d["dim"] = dim;
-  LFM_ASSIGN_OR_RETURN(uint64_t hd, Cols(vocoder, "depthformer.layers.0.operator.attention.q_layernorm.weight"));
+  LFM_ASSIGN_OR_RETURN(uint64_t hd,
+                       Cols(vocoder, "depthformer.layers.0.operator.attention.q_layernorm.weight"));
   LFM_ASSIGN_OR_RETURN(uint64_t qkv, Rows(vocoder, "depthformer.layers.0.operator.qkv_proj.weight"));
   if (hd == 0 || dim % static_cast<int64_t>(hd) != 0 || qkv <= static_cast<uint64_t>(dim) ||
       (qkv - static_cast<uint64_t>(dim)) % (2 * hd) != 0) {
-    return InvalidArgument(vocoder.path() + ": the depthformer's q-norm and qkv_proj shapes imply no head layout");
+    return InvalidArgument(vocoder.path() +
+                           ": the depthformer's q-norm and qkv_proj shapes imply no head layout");
   }
   d["heads"] = dim / static_cast<int64_t>(hd);
   d["kv_heads"] = (qkv - static_cast<uint64_t>(dim)) / (2 * hd);
-  d["tie"] = false;  // to_logits is stored and read on its own
+  // A stored to_logits is read on its own (Liquid's files carry one per codebook, llama.cpp's loader
+  // requires it); without one the embedding table is the head.
+  d["tie"] = vocoder.FindTensor("depth_embeddings.0.to_logits.weight") == nullptr;
   // The encoder, from the clip.audio.* keys and the tensors.
   if (mmproj != nullptr) {
     const GgufMetadata& mm = mmproj->metadata();
@@ -500,7 +498,8 @@ Result<nlohmann::json> DetokenizerConfig(const GgufFile& detok, const GgufFile& 
       j["output_size"] = out;
     }
   }
-  LFM_ASSIGN_OR_RETURN(uint64_t lin_rows, Rows(merged ? vocoder : detok, merged ? "lin.weight" : "dense_2.weight"));
+  LFM_ASSIGN_OR_RETURN(uint64_t lin_rows,
+                       Rows(merged ? vocoder : detok, merged ? "lin.weight" : "dense_2.weight"));
   j["output_size"] = lin_rows;
   return j;
 }
@@ -516,7 +515,9 @@ class MetaWriter {
   void AddBool(std::string_view k, bool v) { Keep(w_.AddBool(k, v)); }
   void AddArrayI32(std::string_view k, const std::vector<int32_t>& v) { Keep(w_.AddArrayI32(k, v)); }
   void AddArrayF32(std::string_view k, const std::vector<float>& v) { Keep(w_.AddArrayF32(k, v)); }
-  void AddArrayString(std::string_view k, const std::vector<std::string>& v) { Keep(w_.AddArrayString(k, v)); }
+  void AddArrayString(std::string_view k, const std::vector<std::string>& v) {
+    Keep(w_.AddArrayString(k, v));
+  }
   const Status& status() const { return first_; }
 
  private:
@@ -532,13 +533,17 @@ Result<TokenizerVocab> VocabFromGguf(const GgufFile& f) {
   const GgufMetadata& m = f.metadata();
   TokenizerVocab v;
   LFM_ASSIGN_OR_RETURN(v.model, m.GetString("tokenizer.ggml.model"));
-  if (m.Has("tokenizer.ggml.pre")) LFM_ASSIGN_OR_RETURN(v.pre, m.GetString("tokenizer.ggml.pre"));
+  if (m.Has("tokenizer.ggml.pre")) {
+    LFM_ASSIGN_OR_RETURN(v.pre, m.GetString("tokenizer.ggml.pre"));
+  }
   LFM_ASSIGN_OR_RETURN(v.tokens, m.GetStringArray("tokenizer.ggml.tokens"));
   if (m.Has("tokenizer.ggml.token_type")) {
     LFM_ASSIGN_OR_RETURN(std::vector<int64_t> types, m.GetIntArray("tokenizer.ggml.token_type"));
     v.token_types.assign(types.begin(), types.end());
   }
-  if (m.Has("tokenizer.ggml.merges")) LFM_ASSIGN_OR_RETURN(v.merges, m.GetStringArray("tokenizer.ggml.merges"));
+  if (m.Has("tokenizer.ggml.merges")) {
+    LFM_ASSIGN_OR_RETURN(v.merges, m.GetStringArray("tokenizer.ggml.merges"));
+  }
   auto id = [&](const char* key, int32_t* out) -> Status {
     if (!m.Has(key)) return Status::Ok();
     LFM_ASSIGN_OR_RETURN(int64_t x, m.GetI64(key));
@@ -548,9 +553,17 @@ Result<TokenizerVocab> VocabFromGguf(const GgufFile& f) {
   LFM_RETURN_IF_ERROR(id("tokenizer.ggml.bos_token_id", &v.bos));
   LFM_RETURN_IF_ERROR(id("tokenizer.ggml.eos_token_id", &v.eos));
   LFM_RETURN_IF_ERROR(id("tokenizer.ggml.padding_token_id", &v.pad));
-  if (m.Has("tokenizer.ggml.add_bos_token")) LFM_ASSIGN_OR_RETURN(v.add_bos, m.GetBool("tokenizer.ggml.add_bos_token"));
-  if (m.Has("tokenizer.ggml.add_eos_token")) LFM_ASSIGN_OR_RETURN(v.add_eos, m.GetBool("tokenizer.ggml.add_eos_token"));
-  if (m.Has("tokenizer.chat_template")) LFM_ASSIGN_OR_RETURN(v.chat_template, m.GetString("tokenizer.chat_template"));
+  // llama.cpp's default for the LLAMA3-family pre-tokenizers when the key is absent.
+  v.add_bos = v.pre == "lfm2" || v.pre == "llama-bpe" || v.pre == "llama3";
+  if (m.Has("tokenizer.ggml.add_bos_token")) {
+    LFM_ASSIGN_OR_RETURN(v.add_bos, m.GetBool("tokenizer.ggml.add_bos_token"));
+  }
+  if (m.Has("tokenizer.ggml.add_eos_token")) {
+    LFM_ASSIGN_OR_RETURN(v.add_eos, m.GetBool("tokenizer.ggml.add_eos_token"));
+  }
+  if (m.Has("tokenizer.chat_template")) {
+    LFM_ASSIGN_OR_RETURN(v.chat_template, m.GetString("tokenizer.chat_template"));
+  }
   return v;
 }
 
@@ -626,16 +639,18 @@ Result<Lfm25GgufFiles> FindLfm25GgufRelease(const std::string& path) {
     }
     if (slot == nullptr) continue;  // some other GGUF file
     if (!slot->empty()) {
-      return InvalidArgument(dir.string() + " holds two files of the same part: " + *slot + " and " + p.string() +
-                             "; keep one set per folder or pass one file of the set as --model");
+      return InvalidArgument(dir.string() + " holds two files of the same part: " + *slot + " and " +
+                             p.string() + "; keep one set per folder or pass one file of the set as --model");
     }
     *slot = p.string();
   }
-  std::erase_if(by_variant, [](const auto& kv) { return kv.second.backbone.empty() && kv.second.vocoder.empty(); });
+  std::erase_if(by_variant,
+                [](const auto& kv) { return kv.second.backbone.empty() && kv.second.vocoder.empty(); });
   if (by_variant.empty()) {
-    return NotFound(path +
-                    " holds no LFM2.5-Audio GGUF release (a backbone LFM2.5-Audio-*.gguf and a vocoder-*.gguf); "
-                    "pass a Hugging Face snapshot or the folder of Liquid's GGUF files");
+    return NotFound(
+        path +
+        " holds no LFM2.5-Audio GGUF release (a backbone LFM2.5-Audio-*.gguf and a vocoder-*.gguf); "
+        "pass a Hugging Face snapshot or the folder of Liquid's GGUF files");
   }
   if (by_variant.size() > 1) {
     std::string names;
@@ -645,8 +660,9 @@ Result<Lfm25GgufFiles> FindLfm25GgufRelease(const std::string& path) {
   }
   Lfm25GgufFiles files = by_variant.begin()->second;
   if (files.vocoder.empty()) {
-    return NotFound(dir.string() + " has no vocoder-*.gguf (depthformer, audio embeddings); download it with the "
-                                   "backbone");
+    return NotFound(dir.string() +
+                    " has no vocoder-*.gguf (depthformer, audio embeddings); download it with the "
+                    "backbone");
   }
   return files;
 }
@@ -696,7 +712,9 @@ Result<Lfm25GgufModel> OpenLfm25GgufRelease(const Lfm25GgufFiles& paths, bool wa
   // The detokenizer: split (its own file) or merged (in the vocoder).
   const bool merged = vocoder->FindTensor("lfm.layers.0.conv.in_proj.weight") != nullptr;
   const GgufFile* detok = nullptr;
-  if (!merged && !paths.detokenizer.empty()) LFM_ASSIGN_OR_RETURN(detok, open(paths.detokenizer));
+  if (!merged && !paths.detokenizer.empty()) {
+    LFM_ASSIGN_OR_RETURN(detok, open(paths.detokenizer));
+  }
   if (merged || detok != nullptr) {
     std::map<std::string, TensorView, std::less<>> d;
     LFM_RETURN_IF_ERROR(AddTensors(
@@ -708,10 +726,11 @@ Result<Lfm25GgufModel> OpenLfm25GgufRelease(const Lfm25GgufFiles& paths, bool wa
         },
         &d));
     if (detok != nullptr) LFM_RETURN_IF_ERROR(AddTensors(*detok, Lfm2ToHf, &d));
-    LFM_ASSIGN_OR_RETURN(out.detokenizer_config, DetokenizerConfig(merged ? *vocoder : *detok, *vocoder, merged));
+    LFM_ASSIGN_OR_RETURN(out.detokenizer_config,
+                         DetokenizerConfig(merged ? *vocoder : *detok, *vocoder, merged));
     out.detokenizer = Checkpoint::FromViews(merged ? paths.vocoder : paths.detokenizer, std::move(d), owner);
   }
-  out.weights = Checkpoint::FromViews(out.where, std::move(main), owner);
+  if (want_main) out.weights.emplace(Checkpoint::FromViews(out.where, std::move(main), owner));
   return out;
 }
 
@@ -810,7 +829,8 @@ Result<std::vector<float>> ToF32(const TensorView& t, const std::string& name) {
         break;
       }
       default:
-        return InvalidArgument("tensor " + name + " is " + DTypeName(t.dtype) + "; a floating dtype is required");
+        return InvalidArgument("tensor " + name + " is " + DTypeName(t.dtype) +
+                               "; a floating dtype is required");
     }
   }
   return out;
@@ -845,8 +865,8 @@ class FileBuilder {
     LFM_ASSIGN_OR_RETURN(std::vector<float> x, ToF32(t, hf_name));
     return AddF32(gguf_name, hf_name, t.shape, std::move(x), type, force_f32, tied_head);
   }
-  Status AddF32(const std::string& gguf_name, const std::string& hf_name, const Shape& shape, std::vector<float> x,
-                WeightFormat type, bool force_f32, bool tied_head = false) {
+  Status AddF32(const std::string& gguf_name, const std::string& hf_name, const Shape& shape,
+                std::vector<float> x, WeightFormat type, bool force_f32, bool tied_head = false) {
     std::vector<uint64_t> ne = GgufNe(hf_name, shape);
     const bool matrix = ne.size() >= 2;
     WeightFormat f = WeightFormat::kF32;
@@ -855,7 +875,8 @@ class FileBuilder {
       // llama-quantize's output-tensor rule for a tied embedding: Q6_K for
       // the 4-bit types (Q8_0 when the row is no whole number of 256-blocks).
       if (tied_head && type == WeightFormat::kQ4_0)
-        f = FormatRowBytes(WeightFormat::kQ6_K, ne[0]) != 0 ? WeightFormat::kQ6_K : QuantFormat(WeightFormat::kQ8_0, ne[0]);
+        f = FormatRowBytes(WeightFormat::kQ6_K, ne[0]) != 0 ? WeightFormat::kQ6_K
+                                                            : QuantFormat(WeightFormat::kQ8_0, ne[0]);
     }
     pending_.push_back(Encode(gguf_name, f, std::move(ne), x));
     return Status::Ok();
@@ -864,9 +885,9 @@ class FileBuilder {
   Status Write() {
     LFM_RETURN_IF_ERROR(meta_.status());
     for (const Pending& p : pending_) {
-      LFM_RETURN_IF_ERROR(w_.AddTensor(p.name, GgmlTypeOf(p.format), p.ne,
-                                       std::string_view(reinterpret_cast<const char*>(p.bytes.data()),
-                                                        p.bytes.size())));
+      LFM_RETURN_IF_ERROR(
+          w_.AddTensor(p.name, GgmlTypeOf(p.format), p.ne,
+                       std::string_view(reinterpret_cast<const char*>(p.bytes.data()), p.bytes.size())));
     }
     return w_.Write(path_);
   }
@@ -902,7 +923,8 @@ void WriteLfm2Meta(MetaWriter& w, const Lfm2Config& c, int64_t vocab, int64_t ff
   w.AddU32("lfm2.vocab_size", static_cast<uint32_t>(vocab));
   w.AddU32("lfm2.attention.key_length", static_cast<uint32_t>(c.head_dim));
   w.AddU32("lfm2.attention.value_length", static_cast<uint32_t>(c.head_dim));
-  if (c.sliding_window > 0) w.AddU32("lfm2.attention.sliding_window", static_cast<uint32_t>(c.sliding_window));
+  if (c.sliding_window > 0)
+    w.AddU32("lfm2.attention.sliding_window", static_cast<uint32_t>(c.sliding_window));
   if (output_size > 0) w.AddU32("lfm2.embedding_length_out", static_cast<uint32_t>(output_size));
 }
 
@@ -924,7 +946,7 @@ std::string TypeName(WeightFormat f) { return WeightFormatName(f); }
 }  // namespace
 
 Result<Lfm25GgufFiles> WriteLfm25GgufRelease(const std::string& snapshot_dir, const std::string& out_dir,
-                                            const Lfm25GgufWriteOptions& o) {
+                                             const Lfm25GgufWriteOptions& o) {
   switch (o.type) {
     case WeightFormat::kF32:
     case WeightFormat::kF16:
@@ -940,7 +962,8 @@ Result<Lfm25GgufFiles> WriteLfm25GgufRelease(const std::string& snapshot_dir, co
   if (!fs::exists(src / "config.json", ec))
     return NotFound(snapshot_dir + " has no config.json; pass a Hugging Face snapshot of LFM2.5-Audio");
   LFM_ASSIGN_OR_RETURN(nlohmann::json cfg_json, ReadJsonFile((src / "config.json").string()));
-  LFM_ASSIGN_OR_RETURN(Lfm25AudioConfig cfg, Lfm25AudioConfig::FromJson(cfg_json, (src / "config.json").string()));
+  LFM_ASSIGN_OR_RETURN(Lfm25AudioConfig cfg,
+                       Lfm25AudioConfig::FromJson(cfg_json, (src / "config.json").string()));
   const fs::path detok_dir = src / "audio_detokenizer";
   LFM_ASSIGN_OR_RETURN(nlohmann::json dcfg_json, ReadJsonFile((detok_dir / "config.json").string()));
   LFM_ASSIGN_OR_RETURN(Lfm25DetokenizerConfig dcfg,
@@ -950,20 +973,32 @@ Result<Lfm25GgufFiles> WriteLfm25GgufRelease(const std::string& snapshot_dir, co
   // The special ids and vocab size llama.cpp's converter takes from config.json [spec §1.2].
   VocabExportOptions vo;
   const nlohmann::json& lfm_json = cfg_json["lfm"];
-  for (auto [key, out] : {std::pair{"bos_token_id", &vo.bos}, {"eos_token_id", &vo.eos},
-                          {"pad_token_id", &vo.pad}, {"vocab_size", &vo.vocab_size}}) {
+  for (auto [key, out] : {std::pair{"bos_token_id", &vo.bos},
+                          {"eos_token_id", &vo.eos},
+                          {"pad_token_id", &vo.pad},
+                          {"vocab_size", &vo.vocab_size}}) {
     if (lfm_json.contains(key) && lfm_json[key].is_number_integer()) *out = lfm_json[key].get<int32_t>();
   }
   if (fs::exists(src / "chat_template.jinja", ec)) {
-    LFM_ASSIGN_OR_RETURN(vo.chat_template, ReadFileToString((src / "chat_template.jinja").string(), 1u << 20));
+    LFM_ASSIGN_OR_RETURN(vo.chat_template,
+                         ReadFileToString((src / "chat_template.jinja").string(), 1u << 20));
   }
   LFM_ASSIGN_OR_RETURN(Tokenizer tok, Tokenizer::LoadFile((src / "tokenizer.json").string()));
-  LFM_ASSIGN_OR_RETURN(TokenizerVocab vocab, tok.ExportVocab(vo));
+  Result<TokenizerVocab> exported = tok.ExportVocab(vo);
+  if (!exported.ok() && vo.vocab_size > 0) {
+    // A config vocab_size below the tokenizer's ids (the oracle's small
+    // embedding tables) pads nothing: write the tokenizer as it is.
+    vo.vocab_size = 0;
+    exported = tok.ExportVocab(vo);
+  }
+  LFM_RETURN_IF_ERROR(exported.status());
+  TokenizerVocab vocab = std::move(exported).value();
 
   fs::create_directories(out_dir, ec);
   if (ec) return InvalidArgument("cannot create " + out_dir + ": " + ec.message());
   const std::string suffix = o.name + "-" + TypeName(o.type) + ".gguf";
-  Lfm25GgufFiles out{(fs::path(out_dir) / suffix).string(), (fs::path(out_dir) / ("mmproj-" + suffix)).string(),
+  Lfm25GgufFiles out{(fs::path(out_dir) / suffix).string(),
+                     (fs::path(out_dir) / ("mmproj-" + suffix)).string(),
                      (fs::path(out_dir) / ("vocoder-" + suffix)).string(),
                      (fs::path(out_dir) / ("tokenizer-" + suffix)).string()};
   const uint32_t file_type = FileType(o.type);
@@ -995,7 +1030,8 @@ Result<Lfm25GgufFiles> WriteLfm25GgufRelease(const std::string& snapshot_dir, co
     w.AddString("clip.projector_type", "lfm2a");
     w.AddU32("clip.audio.projection_dim", static_cast<uint32_t>(cfg.lfm.hidden_size));
     w.AddU32("clip.audio.embedding_length", static_cast<uint32_t>(e.d_model));
-    w.AddU32("clip.audio.feed_forward_length", static_cast<uint32_t>(e.d_model));  // as the converter writes it
+    w.AddU32("clip.audio.feed_forward_length",
+             static_cast<uint32_t>(e.d_model));  // as the converter writes it
     w.AddU32("clip.audio.block_count", static_cast<uint32_t>(e.n_layers));
     w.AddU32("clip.audio.attention.head_count", static_cast<uint32_t>(e.n_heads));
     w.AddF32("clip.audio.attention.layer_norm_epsilon", e.norm_eps);
@@ -1035,7 +1071,8 @@ Result<Lfm25GgufFiles> WriteLfm25GgufRelease(const std::string& snapshot_dir, co
     }
     // The audio-code input table, forced F32 in the mmproj (A_ENC_EMBD_POS).
     LFM_ASSIGN_OR_RETURN(TensorView ae, ck.Get("audio_embedding.embedding.weight"));
-    LFM_RETURN_IF_ERROR(b.Add("a.position_embd.weight", "audio_embedding.embedding.weight", ae, o.type, true));
+    LFM_RETURN_IF_ERROR(
+        b.Add("a.position_embd.weight", "audio_embedding.embedding.weight", ae, o.type, true));
     LFM_RETURN_IF_ERROR(b.Write());
   }
   // Vocoder: depthformer, audio embeddings, emb.emb and istft.window [spec §1.4].
@@ -1051,6 +1088,12 @@ Result<Lfm25GgufFiles> WriteLfm25GgufRelease(const std::string& snapshot_dir, co
       if (!IsVocoderTensor(hf)) continue;
       LFM_ASSIGN_OR_RETURN(TensorView t, ck.Get(hf));
       LFM_RETURN_IF_ERROR(b.Add(VocoderToGguf(hf), hf, t, o.type, IsOneD(t) || hf.ends_with(".bias")));
+      // A tied head the snapshot does not store is written out, as Liquid's files have it.
+      const std::string emb = ".embedding.weight";
+      if (StartsWith(hf, "depth_embeddings.") && hf.ends_with(emb)) {
+        const std::string logits = hf.substr(0, hf.size() - emb.size()) + ".to_logits.weight";
+        if (!ck.Has(logits)) LFM_RETURN_IF_ERROR(b.Add(VocoderToGguf(logits), logits, t, o.type, false));
+      }
     }
     for (const char* hf : {"emb.emb.weight", "istft.window"}) {
       LFM_ASSIGN_OR_RETURN(TensorView t, dck.Get(hf));
@@ -1072,8 +1115,8 @@ Result<Lfm25GgufFiles> WriteLfm25GgufRelease(const std::string& snapshot_dir, co
   }
   // Every tensor of the snapshot has a place (or is one the converters drop).
   for (const std::string& hf : ck.Names()) {
-    const bool placed = StartsWith(hf, "lfm.") || StartsWith(hf, "conformer.") || StartsWith(hf, "audio_adapter.") ||
-                        IsVocoderTensor(hf) || IsDroppedMainTensor(hf);
+    const bool placed = StartsWith(hf, "lfm.") || StartsWith(hf, "conformer.") ||
+                        StartsWith(hf, "audio_adapter.") || IsVocoderTensor(hf) || IsDroppedMainTensor(hf);
     if (!placed) return InvalidArgument("lfmvox does not know where tensor " + hf + " goes in a GGUF file");
   }
   return out;

@@ -52,12 +52,12 @@ Result<Lfm25GgufFiles> FindLfm25GgufRelease(const std::string& path);
 // An opened release: the weights under their Hugging Face names, and the
 // config.json and audio_detokenizer/config.json they imply.
 struct Lfm25GgufModel {
-  Checkpoint weights;                           // model.safetensors' tensors
-  std::optional<Checkpoint> detokenizer;        // audio_detokenizer/model.safetensors' tensors
-  nlohmann::json config;                        // as config.json
-  nlohmann::json detokenizer_config;            // as audio_detokenizer/config.json (null without it)
-  TokenizerVocab vocab;                         // tokenizer.ggml.* of the backbone
-  std::string where;                            // the backbone's path, for messages
+  std::optional<Checkpoint> weights;      // model.safetensors' tensors (without want_main: none)
+  std::optional<Checkpoint> detokenizer;  // audio_detokenizer/model.safetensors' tensors
+  nlohmann::json config;                  // as config.json
+  nlohmann::json detokenizer_config;      // as audio_detokenizer/config.json (null without it)
+  TokenizerVocab vocab;                   // tokenizer.ggml.* of the backbone
+  std::string where;                      // the backbone's path, for messages
 };
 
 // Opens the files (mmap) and maps them. `want_main` false opens only what the
@@ -82,7 +82,7 @@ struct Lfm25GgufWriteOptions {
 // Writes the four files of a release from a Hugging Face snapshot directory
 // into out_dir (created if missing). Returns the paths written.
 Result<Lfm25GgufFiles> WriteLfm25GgufRelease(const std::string& snapshot_dir, const std::string& out_dir,
-                                            const Lfm25GgufWriteOptions& options);
+                                             const Lfm25GgufWriteOptions& options);
 
 // One LFM2 GGUF file on its own (a release's backbone or detokenizer, or any
 // llama.cpp LFM2 text model): its stack configuration and its tensors under

@@ -35,8 +35,9 @@ Result<std::unique_ptr<Lfm25AudioModel>> Lfm25AudioModel::Load(const std::string
     gguf.emplace(std::move(g));
     where = "loading " + gguf->where;
     tok_path = gguf->where + " (tokenizer.ggml.*)";
-    LFM_ASSIGN_OR_RETURN(m->config_, Lfm25AudioConfig::FromJson(gguf->config, gguf->where + " (GGUF metadata)"));
-    m->ckpt_.emplace(std::move(gguf->weights));
+    LFM_ASSIGN_OR_RETURN(m->config_,
+                         Lfm25AudioConfig::FromJson(gguf->config, gguf->where + " (GGUF metadata)"));
+    m->ckpt_.emplace(std::move(*gguf->weights));
     Result<Tokenizer> t = Tokenizer::FromVocab(gguf->vocab);
     if (!t.ok()) return t.status().WithContext(where);
     m->tokenizer_.emplace(std::move(t).value());
@@ -91,11 +92,14 @@ Result<std::unique_ptr<Lfm25AudioModel>> Lfm25AudioModel::Load(const std::string
   if (options.load_detokenizer) {
     if (gguf) {
       if (!gguf->detokenizer) {
-        return NotFound(where + ": the GGUF release has no detokenizer (tokenizer-*.gguf, the speech decoder)");
+        return NotFound(where +
+                        ": the GGUF release has no detokenizer (tokenizer-*.gguf, the speech decoder)");
       }
-      LFM_ASSIGN_OR_RETURN(Lfm25DetokenizerConfig dc, Lfm25DetokenizerConfig::FromJson(
-                                                          gguf->detokenizer_config, gguf->where + " (GGUF metadata)"));
-      LFM_ASSIGN_OR_RETURN(m->detok_, Lfm25Detokenizer::Load(std::move(dc), std::move(*gguf->detokenizer), gguf->where));
+      LFM_ASSIGN_OR_RETURN(
+          Lfm25DetokenizerConfig dc,
+          Lfm25DetokenizerConfig::FromJson(gguf->detokenizer_config, gguf->where + " (GGUF metadata)"));
+      LFM_ASSIGN_OR_RETURN(m->detok_,
+                           Lfm25Detokenizer::Load(std::move(dc), std::move(*gguf->detokenizer), gguf->where));
     } else {
       if (!fs::is_directory(dir + "/audio_detokenizer", ec)) {
         return NotFound(where +
