@@ -103,7 +103,8 @@ void RunCase(ThreadTeam& team, double floor_gbs, WeightFormat f, Case c, size_t 
     const size_t block_bytes = FormatRowBytes(f, FormatBlockElements(f));
     const size_t d_at = f == WeightFormat::kQ6_K ? kQ6_KD : 0;
     const uint16_t d = 0x1400;
-    for (size_t b = 0; b < wmem.size() / block_bytes; ++b) std::memcpy(wmem.data() + b * block_bytes + d_at, &d, 2);
+    for (size_t b = 0; b < wmem.size() / block_bytes; ++b)
+      std::memcpy(wmem.data() + b * block_bytes + d_at, &d, 2);
   }
   AlignedBuffer<float> x(m * c.k), y(m * c.n);
   for (size_t i = 0; i < m * c.k; ++i) x[i] = rng.Uniform();
@@ -126,8 +127,8 @@ void RunCase(ThreadTeam& team, double floor_gbs, WeightFormat f, Case c, size_t 
   std::printf(
       "{\"format\":\"%s\",%s\"n\":%zu,\"k\":%zu,\"m\":%zu,\"threads\":%d,\"us\":%.1f,\"us_median\":%.1f,"
       "\"gb_s\":%.2f,\"floor_gb_s\":%.2f,\"floor_fraction\":%.3f,\"gflops\":%.2f}\n",
-      WeightFormatName(f), cold ? "" : "\"hot\":true,", c.n, c.k, m, team.size(), best * 1e6, median * 1e6, gbs, floor_gbs, gbs / floor_gbs,
-      2.0 * static_cast<double>(m * c.n * c.k) / best * 1e-9);
+      WeightFormatName(f), cold ? "" : "\"hot\":true,", c.n, c.k, m, team.size(), best * 1e6, median * 1e6,
+      gbs, floor_gbs, gbs / floor_gbs, 2.0 * static_cast<double>(m * c.n * c.k) / best * 1e-9);
   std::fflush(stdout);
 }
 
