@@ -18,7 +18,7 @@ namespace HWY_NAMESPACE {
 struct Q4_0Blocks {
   static constexpr const char* kName = "Q4_0";
   static constexpr size_t kBlockElems = 32, kBlockBytes = kQ4_0BlockBytes, kGroups = 1;
-  static constexpr size_t kScaleAt = 0, kNrR1 = 8;
+  static constexpr size_t kScaleAt = 0, kXSideScale = 8, kNrR1 = 8;
 #if LFMVOX_QUANT_INTRINSICS
   // The 32 nibbles as unsigned bytes in element order (low nibbles, then high).
   using Codes = __m256i;
@@ -30,9 +30,7 @@ struct Q4_0Blocks {
     const __m256i shifted = _mm256_srlv_epi32(raw, _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4));
     return _mm256_and_si256(shifted, _mm256_set1_epi8(0x0f));
   }
-  // Σ x·(q − 8) = Σ x·q − 8·Σ x: the second term depends on X alone, per
-  // pair of values as pmaddubsw gives it, and is shared by all W rows.
-  static __m256i XSide(__m256i x) { return _mm256_maddubs_epi16(_mm256_set1_epi8(8), x); }
+  // xs = 8·(pair sums of x): Σ x·(q − 8) = Σ x·q − 8·Σ x.
   static QInt Dot(Codes q, __m256i x, __m256i xs) {
     const __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(q, x), xs);  // |p| ≤ 2·8·127
     return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
@@ -47,7 +45,6 @@ struct Q4_0Blocks {
     }
     return c;
   }
-  static int XSide(QX /*x*/) { return 0; }
   static QInt Dot(const Codes& c, QX x, int /*xs*/) { return DotI16(c.w, x); }
 #endif
 };

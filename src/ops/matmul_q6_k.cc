@@ -23,7 +23,7 @@ namespace HWY_NAMESPACE {
 struct Q6_KBlocks {
   static constexpr const char* kName = "Q6_K";
   static constexpr size_t kBlockElems = 256, kBlockBytes = kQ6_KBlockBytes, kGroups = 8;
-  static constexpr size_t kScaleAt = kQ6_KD, kNrR1 = 4;
+  static constexpr size_t kScaleAt = kQ6_KD, kXSideScale = 32, kNrR1 = 4;
   // Group g = 4h + t covers weights 128h + 32t + l, l < 32: low bits in the
   // ql bytes 64h + 32(t & 1) + l (low nibbles for t < 2, high for t ≥ 2),
   // high bits at qh[32h + l] >> 2t, sub-scales scales[8h + 2t] (l < 16) and
@@ -53,8 +53,7 @@ struct Q6_KBlocks {
     c.sc = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc8, pick));
     return c;
   }
-  // Σ x·(q − 32) = Σ x·q − 32·Σ x, the second term X's alone (as for Q4_0).
-  static __m256i XSide(__m256i x) { return _mm256_maddubs_epi16(_mm256_set1_epi8(32), x); }
+  // xs = 32·(pair sums of x): Σ x·(q − 32) = Σ x·q − 32·Σ x.
   // Pairs: |x·q| sums ≤ 2·63·127 and 32·|x| sums ≤ 2·32·127, both < 2^15;
   // pmaddwd then multiplies each pair sum by its sub-scale (≤ 2^21 in all).
   static QInt Dot(const Codes& c, __m256i x, __m256i xs) {
@@ -74,7 +73,6 @@ struct Q6_KBlocks {
     }
     return c;
   }
-  static int XSide(QX /*x*/) { return 0; }
   static QInt Dot(const Codes& c, QX x, int /*xs*/) { return DotI16(c.w, x); }
 #endif
 };

@@ -17,13 +17,12 @@ namespace HWY_NAMESPACE {
 struct Q8_0Blocks {
   static constexpr const char* kName = "Q8_0";
   static constexpr size_t kBlockElems = 32, kBlockBytes = kQ8_0BlockBytes, kGroups = 1;
-  static constexpr size_t kScaleAt = 0, kNrR1 = 8;
+  static constexpr size_t kScaleAt = 0, kXSideScale = 0, kNrR1 = 8;
 #if LFMVOX_QUANT_INTRINSICS
   using Codes = __m256i;
   static Codes Decode(const uint8_t* blk, size_t /*g*/) {
     return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2));
   }
-  static __m256i XSide(__m256i /*x*/) { return _mm256_setzero_si256(); }
   // pmaddubsw wants one unsigned operand: |w| · (x with w's sign) = w·x. The
   // pair sums stay below 2·128·127 < 2^15, so nothing saturates.
   static QInt Dot(Codes w, __m256i x, __m256i /*xs*/) {
@@ -37,7 +36,6 @@ struct Q8_0Blocks {
     for (size_t j = 0; j < 32; ++j) c.w[j] = static_cast<int8_t>(blk[2 + j]);
     return c;
   }
-  static int XSide(QX /*x*/) { return 0; }
   static QInt Dot(const Codes& c, QX x, int /*xs*/) { return DotI16(c.w, x); }
 #endif
 };

@@ -14,7 +14,9 @@
 //   and per target flavour (see kIntrinsics below):
 //   Codes Decode(const uint8_t* block, size_t g): group g's weights, reused
 //       for every X row of a tile;
-//   XSide(x): the X-only part of the group product (shared by the tile's W rows);
+//   kXSideScale: for a code offset o (Q4_0: 8, Q6_K: 32; Q8_0: 0, none),
+//       Σ x·(q − o) = Σ x·q − o·Σ x; the X-only term, o times X's pair sums
+//       as pmaddubsw forms them, is computed once per call for every group;
 //   Dot(codes, x, xside): int32 lanes whose sum is Σ_j x_q[j]·w_int[j] (for
 //       Q6_K with the 16-value sub-scales folded in), exact.
 //
@@ -68,7 +70,9 @@ struct QAcc {
 };
 using QInt = __m256i;  // 32 int8 codes or 8 int32 partial sums
 HWY_INLINE QAcc QZero() { return {_mm256_setzero_ps()}; }
-HWY_INLINE QInt QLoadX(const int8_t* x) { return _mm256_load_si256(reinterpret_cast<const __m256i*>(x)); }
+HWY_INLINE QInt QLoadX(const uint8_t* x) { return _mm256_load_si256(reinterpret_cast<const __m256i*>(x)); }
+// A group's X-only correction, precomputed per call (see QuantMatMulWith).
+HWY_INLINE QInt QLoadXS(const uint8_t* xs) { return _mm256_load_si256(reinterpret_cast<const __m256i*>(xs)); }
 // acc + f32(p)·scale, exactly one rounding (FMA).
 HWY_INLINE QAcc QMulAdd(QInt p, __m256 scale, QAcc acc) {
   return {_mm256_fmadd_ps(_mm256_cvtepi32_ps(p), scale, acc.v)};
@@ -93,7 +97,8 @@ using QInt = hn::Vec<DQ32>;
 // The X group stays int8 in memory; the portable Dot widens it.
 using QX = const int8_t*;
 HWY_INLINE QAcc QZero() { return {hn::Zero(DQF())}; }
-HWY_INLINE QX QLoadX(const int8_t* x) { return x; }
+HWY_INLINE QX QLoadX(const uint8_t* x) { return reinterpret_cast<const int8_t*>(x); }
+HWY_INLINE int QLoadXS(const uint8_t* /*xs*/) { return 0; }
 HWY_INLINE QAcc QMulAdd(QInt p, hn::Vec<DQF> scale, QAcc acc) {
   return {hn::MulAdd(hn::ConvertTo(DQF(), p), scale, acc.v)};
 }
@@ -134,11 +139,21 @@ HWY_INLINE QScale QLoadScale(const uint8_t* p) {
 #endif
 }
 
+HWY_INLINE QScale QLoadXScale(const uint8_t* p) {
+  float d;
+  std::memcpy(&d, p, 4);
+  return QSetScale(d);
+}
+
+// Quantized X, one record per row, ldx bytes apart (64-aligned): for each
+// group g a 64-byte line at 64·g holding its 32 int8 values, then its 16
+// int16 X-side corrections; after the groups, their f32 scales. One pointer
+// per X row reaches all three (with three, the 6-row tiles ran out of
+// general registers and spilled).
 struct QuantArgs {
-  const int8_t* xq;  // quantized X, rows ldq bytes apart, 32-aligned
-  size_t ldq;
-  const float* xd;  // X scales, one per 32 values, rows ldd apart
-  size_t ldd;
+  const uint8_t* x;
+  size_t ldx;
+  size_t d_at;  // offset of the scales in a record: 64·groups
   const uint8_t* w;
   size_t w_row_bytes;
   size_t blocks;      // W blocks per row
@@ -150,8 +165,9 @@ struct QuantArgs {
 // The tile shapes: accumulators R·NR, plus NR decoded groups live at once.
 // R = 1 takes the format's kNrR1: 8 for the 32-blocks (more W rows share
 // each X group's load, correction and scale), 4 for Q6_K, whose NR block
-// scales stay live across its 8 groups.
-constexpr size_t kQNrForR[] = {0, 4, 4, 2, 2, 2, 2};
+// scales stay live across its 8 groups. Larger R shares each decoded W group
+// among more X rows; R·NR ≤ 10 keeps the accumulators in registers.
+constexpr size_t kQNrForR[] = {0, 4, 4, 2, 2, 2, 1};
 constexpr size_t kQMR = 6;
 // For m > kQMR: X rows processed against each W row block while they stay in
 // L2, as matmul-inl.h does (quantized X is ~1.1 bytes a value).
@@ -171,6 +187,7 @@ template <size_t R, size_t NR, class Fmt>
 HWY_NOINLINE void QTile(const QuantArgs& a, size_t i, size_t j) {
   const size_t rb = a.w_row_bytes;
   const uint8_t* HWY_RESTRICT w = a.w + j * rb;
+  const uint8_t* HWY_RESTRICT x = a.x + i * a.ldx;
   QAcc acc[R][NR];  // acc[r][c]: Y[i + r, j + c]
   for (size_t r = 0; r < R; ++r) {
     for (size_t c = 0; c < NR; ++c) acc[r][c] = QZero();
@@ -179,29 +196,31 @@ HWY_NOINLINE void QTile(const QuantArgs& a, size_t i, size_t j) {
     for (size_t c = 0; c < NR; ++c) PrefetchBlock<Fmt>(w + (c + NR) * rb + b * Fmt::kBlockBytes);
     if constexpr (R == 1 && Fmt::kGroups == 1) {
       // One X row, one group a block: each W row decoded and used at once,
-      // so that NR = 8 accumulators fit the 16 registers of AVX2 (the
-      // operations on each accumulator are those of the general case).
-      const auto xv = QLoadX(a.xq + i * a.ldq + 32 * b);
-      const auto xs = Fmt::XSide(xv);
-      const QScale dx = QSetScale(a.xd[i * a.ldd + b]);
+      // so that NR = 8 accumulators fit the 16 registers of AVX2.
+      const auto xv = QLoadX(x + 64 * b);
+      const auto xs = QLoadXS(x + 64 * b + 32);
+      const QScale dx = QLoadXScale(x + a.d_at + 4 * b);
       for (size_t c = 0; c < NR; ++c) {
         const uint8_t* blk = w + c * rb + b * Fmt::kBlockBytes;
         const QScale dw = QLoadScale(blk + Fmt::kScaleAt);
         acc[0][c] = QMulAdd(Fmt::Dot(Fmt::Decode(blk, 0), xv, xs), QMulScale(dw, dx), acc[0][c]);
       }
     } else {
+      // W row outer, X row inner: one decoded group and R·NR accumulators
+      // live; the X group, its correction and scale come from L1 each time
+      // (loads, which Zen 3 issues 3 a cycle, instead of registers).
       QScale dw[NR];
       for (size_t c = 0; c < NR; ++c) dw[c] = QLoadScale(w + c * rb + b * Fmt::kBlockBytes + Fmt::kScaleAt);
       for (size_t g = 0; g < Fmt::kGroups; ++g) {
         const size_t xg = b * Fmt::kGroups + g;  // the X group: values [32·xg, 32·xg + 32)
-        typename Fmt::Codes codes[NR];
-        for (size_t c = 0; c < NR; ++c) codes[c] = Fmt::Decode(w + c * rb + b * Fmt::kBlockBytes, g);
-        for (size_t r = 0; r < R; ++r) {
-          const auto xv = QLoadX(a.xq + (i + r) * a.ldq + 32 * xg);
-          const auto xs = Fmt::XSide(xv);
-          const QScale dx = QSetScale(a.xd[(i + r) * a.ldd + xg]);
-          for (size_t c = 0; c < NR; ++c) {
-            acc[r][c] = QMulAdd(Fmt::Dot(codes[c], xv, xs), QMulScale(dw[c], dx), acc[r][c]);
+        for (size_t c = 0; c < NR; ++c) {
+          const typename Fmt::Codes codes = Fmt::Decode(w + c * rb + b * Fmt::kBlockBytes, g);
+          for (size_t r = 0; r < R; ++r) {
+            const uint8_t* xr = x + r * a.ldx;
+            const auto xv = QLoadX(xr + 64 * xg);
+            const auto xs = QLoadXS(xr + 64 * xg + 32);
+            const QScale dx = QLoadXScale(xr + a.d_at + 4 * xg);
+            acc[r][c] = QMulAdd(Fmt::Dot(codes, xv, xs), QMulScale(dw[c], dx), acc[r][c]);
           }
         }
       }
@@ -246,7 +265,7 @@ HWY_INLINE void QSweepSmallM(const QuantArgs& a, size_t m, size_t j0, size_t j1)
 template <class Fmt>
 void QMatMulColumns(const QuantArgs& a, size_t m, size_t j0, size_t j1) {
   if (m < kQMR) return QSweepSmallM<Fmt>(a, m, j0, j1);
-  const size_t rows_in_l2 = kQXBlockBytes / std::max<size_t>(a.ldq, 1);
+  const size_t rows_in_l2 = kQXBlockBytes / std::max<size_t>(a.ldx, 1);
   const size_t block = std::max(kQMR, rows_in_l2 / kQMR * kQMR);
   for (size_t i0 = 0; i0 < m; i0 += block)
     QSweep<kQNrForR[kQMR], 1, kQMR, Fmt>(a, i0, std::min(m, i0 + block), j0, j1);
@@ -265,15 +284,32 @@ void QuantMatMulWith(const float* x, size_t m, size_t ldx, const MatrixView& w, 
     return;
   }
   // X quantized here, in the calling thread, into its scratch (grown only).
-  const size_t ldq = RoundUp(k, 64), ldd = RoundUp(k / 32, 16);
-  internal::QuantScratch& s = internal::ThreadQuantScratch();
-  s.Reserve(m * ldq, m * ldd);
+  const size_t groups = k / 32, d_at = 64 * groups, ld = RoundUp(d_at + 4 * groups, 64);
+  uint8_t* xq = internal::ThreadQuantScratch().Reserve(m * ld);
   for (size_t i = 0; i < m; ++i) {
-    internal::QuantizeActivations(x + i * ldx, k, s.q.data() + i * ldq, s.d.data() + i * ldd);
+    uint8_t* rec = xq + i * ld;
+    internal::QuantizeActivations(x + i * ldx, k, reinterpret_cast<int8_t*>(rec), 64,
+                                  reinterpret_cast<float*>(rec + d_at));
+#if LFMVOX_QUANT_INTRINSICS
+    if constexpr (Fmt::kXSideScale != 0) {
+      const __m256i o = _mm256_set1_epi8(static_cast<char>(Fmt::kXSideScale));
+      for (size_t g = 0; g < groups; ++g) {
+        const __m256i v = _mm256_maddubs_epi16(o, QLoadX(rec + 64 * g));
+        _mm256_store_si256(reinterpret_cast<__m256i*>(rec + 64 * g + 32), v);
+      }
+    }
+#endif
   }
-  const QuantArgs a{
-      s.q.data(),           ldq,  s.d.data(), ldd, static_cast<const uint8_t*>(w.data), w.row_bytes,
-      k / Fmt::kBlockElems, bias, y,          ldy};
+  QuantArgs a;
+  a.x = xq;
+  a.ldx = ld;
+  a.d_at = d_at;
+  a.w = static_cast<const uint8_t*>(w.data);
+  a.w_row_bytes = w.row_bytes;
+  a.blocks = k / Fmt::kBlockElems;
+  a.bias = bias;
+  a.y = y;
+  a.ldy = ldy;
   team.ParallelFor(w.rows, 8, [&](size_t j0, size_t j1) { QMatMulColumns<Fmt>(a, m, j0, j1); });
 }
 

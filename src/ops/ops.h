@@ -3,7 +3,9 @@
 // (ops_ref.cc) and a SIMD version chosen at run time for the CPU (Highway
 // dynamic dispatch). The SIMD code: the MatMul engine (matmul-inl.h) compiled
 // once per weight format with that format's row decoder (matmul_f32.cc,
-// matmul_bf16.cc, matmul_f16.cc; matmul.cc picks one per call), and the
+// matmul_bf16.cc, matmul_f16.cc), the integer engine for the GGUF block
+// formats (matmul_quant-inl.h: matmul_q8_0.cc, matmul_q4_0.cc,
+// matmul_q6_k.cc; matmul.cc picks one per call), and the
 // element-wise kernels (elementwise.cc). Model code calls only what is
 // declared here.
 //
