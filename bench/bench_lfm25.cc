@@ -1,7 +1,11 @@
 // LFM2.5-Audio backbone and depthformer at the real size (random weights in
 // the real layout): prefill tokens/s, decode ms/step, depthformer ms/frame,
 // at 1 and 2 threads, each against this machine's floors.
-//   bench_lfm25 [--model DIR] [--prompt N] [--steps N] [--frames N]
+//   bench_lfm25 [--model DIR] [--threads 1,2] [--prompt N] [--steps N] [--frames N] [--json]
+// DIR: a Hugging Face snapshot or a GGUF release (folder or one of its
+// files). --json: one line per stage and thread count, {"bench":"backbone",
+// "decode_tok_s","prefill_tok_s","floor_fraction"} and {"bench":"depthformer",
+// "ms_per_frame","floor_fraction"}, against the read bandwidth measured here.
 // Without --model it writes a real-size checkpoint to a temp folder once
 // (tokenizer: tests/data/tokenizer/tokenizer.json, only for the names of the
 // special tokens).
@@ -22,28 +26,33 @@
 using namespace lfmvox;
 using bench::Now;
 
-namespace {
-constexpr double kDramPerCore = 15e9, kDramBoth = 28e9, kFlopsPerCore = 198e9;
-}  // namespace
-
 int main(int argc, char** argv) {
-  std::string dir;
+  std::string dir, threads_arg = "1,2";
   int prompt = 128, steps = 16, frames = 8;
-  for (int i = 1; i + 1 < argc; i += 2) {
+  bool json = false;
+  for (int i = 1; i < argc; ++i) {
     const std::string k = argv[i];
+    if (k == "--json") {
+      json = true;
+      continue;
+    }
+    if (i + 1 >= argc) break;
+    const char* v = argv[++i];
     if (k == "--model")
-      dir = argv[i + 1];
+      dir = v;
     else if (k == "--prompt")
-      prompt = std::max(1, std::atoi(argv[i + 1]));
+      prompt = std::max(1, std::atoi(v));
     else if (k == "--steps")
-      steps = std::max(1, std::atoi(argv[i + 1]));
+      steps = std::max(1, std::atoi(v));
     else if (k == "--frames")
-      frames = std::max(1, std::atoi(argv[i + 1]));
+      frames = std::max(1, std::atoi(v));
+    else if (k == "--threads")
+      threads_arg = v;
   }
   if (dir.empty()) {
     dir = (std::filesystem::temp_directory_path() / "lfmvox_bench_real").string();
-    std::printf("using a random real-size LFM2.5-Audio checkpoint in %s (written once, 2.9 GB)\n",
-                dir.c_str());
+    std::fprintf(stderr, "using a random real-size LFM2.5-Audio checkpoint in %s (written once, 2.9 GB)\n",
+                 dir.c_str());
     Status s = tools::EnsureRealSizeModel(
         dir, std::string(LFMVOX_SOURCE_DIR) + "/tests/data/tokenizer/tokenizer.json");
     if (!s.ok()) {
@@ -60,19 +69,21 @@ int main(int argc, char** argv) {
   const Lfm2Config& c = (*model)->config().lfm;
   const double stack_bytes = static_cast<double>(bb.stack().weight_bytes());
   const double step_bytes = static_cast<double>(bb.step_weight_bytes());  // stack + text head
-  const double flops_tok = stack_bytes;                                   // 2 FLOPs per bf16 weight (2 bytes)
   const double depth_bytes = static_cast<double>((*model)->depthformer().weight_bytes());
-  std::printf(
-      "backbone: hidden %d, %d layers, ffn %d, vocab %d; %.0f MB stack + %.0f MB text head per step; "
-      "depthformer %.0f MB per frame; SIMD %s\n",
-      c.hidden_size, c.num_layers, c.ffn_dim, bb.vocab(), stack_bytes / 1e6, (step_bytes - stack_bytes) / 1e6,
-      depth_bytes / 1e6, ops::ChosenTarget());
+  const std::string format = bench::ModelFormat(dir);
+  if (!json)
+    std::printf(
+        "backbone: hidden %d, %d layers, ffn %d, vocab %d; %.0f MB stack + %.0f MB text head per step; "
+        "depthformer %.0f MB per frame; SIMD %s\n",
+        c.hidden_size, c.num_layers, c.ffn_dim, bb.vocab(), stack_bytes / 1e6,
+        (step_bytes - stack_bytes) / 1e6, depth_bytes / 1e6, ops::ChosenTarget());
 
   std::vector<int32_t> ids(static_cast<size_t>(prompt));
   for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>(1000 + (i * 7919) % 50000);
-  for (int threads : {1, 2}) {
+  for (const std::string& tok : bench::SplitList(threads_arg)) {
+    const int threads = std::max(1, std::atoi(tok.c_str()));
     ThreadTeam team(threads);
-    const double bw = threads == 1 ? kDramPerCore : kDramBoth;
+    const double bw = bench::MeasureReadBandwidth(team);
     auto s = Lfm25Session::Create(**model, {.threads = threads, .context = 1024, .prefill_chunk = 128});
     if (!s.ok()) {
       std::fprintf(stderr, "%s\n", s.status().ToString().c_str());
@@ -86,7 +97,6 @@ int main(int argc, char** argv) {
       return 1;
     }
     const double prefill = Now() - t0;
-    const double prefill_floor = std::max(flops_tok * prompt / (kFlopsPerCore * threads), stack_bytes / bw);
     // Decode: one token fed per step, then the text head (what a text step costs).
     std::vector<float> logits(static_cast<size_t>(bb.vocab()));
     t0 = Now();
@@ -108,13 +118,29 @@ int main(int argc, char** argv) {
       (void)SampleAudioFrame((*model)->depthformer(), *depth, h, *sampler, rng, codes.data(), team, nullptr);
     }
     const double frame = (Now() - t0) / frames;
-    std::printf(
-        "threads %d: prefill %d tokens %.2f s = %.1f tokens/s (floor %.2f s: %.0f%%) | decode %.1f ms/step "
-        "= %.2f tokens/s, %.1f GB/s (floor %.1f ms: %.0f%%) | depthformer %.1f ms/frame, %.1f GB/s "
-        "(floor %.1f ms: %.0f%%)\n",
-        threads, prompt, prefill, prompt / prefill, prefill_floor, 100 * prefill_floor / prefill, step * 1e3,
-        1 / step, step_bytes / step / 1e9, step_bytes / bw * 1e3, 100 * step_bytes / bw / step, frame * 1e3,
-        depth_bytes / frame / 1e9, depth_bytes / bw * 1e3, 100 * depth_bytes / bw / frame);
+    if (json) {
+      std::printf(
+          "{\"bench\":\"backbone\",\"format\":\"%s\",\"threads\":%d,\"cpu\":\"%s\",\"simd\":\"%s\","
+          "\"prefill_tok_s\":%.2f,\"decode_tok_s\":%.2f,\"decode_ms\":%.2f,\"read_gb_s\":%.2f,"
+          "\"floor_fraction\":%.3f}\n",
+          format.c_str(), threads, bench::CpuModel().c_str(), ops::ChosenTarget(), prompt / prefill, 1 / step,
+          step * 1e3, bw / 1e9, step_bytes / bw / step);
+      std::printf(
+          "{\"bench\":\"depthformer\",\"format\":\"%s\",\"threads\":%d,\"cpu\":\"%s\",\"ms_per_frame\":%.2f,"
+          "\"weight_mb\":%.1f,\"floor_fraction\":%.3f}\n",
+          format.c_str(), threads, bench::CpuModel().c_str(), frame * 1e3, depth_bytes / 1e6,
+          depth_bytes / bw / frame);
+    } else {
+      std::printf(
+          "threads %d: prefill %d tokens %.2f s = %.1f tokens/s | decode %.1f ms/step = %.2f tokens/s, %.1f "
+          "GB/s "
+          "(floor %.1f ms at %.1f GB/s read: %.0f%%) | depthformer %.1f ms/frame, %.1f GB/s (floor %.1f ms: "
+          "%.0f%%)\n",
+          threads, prompt, prefill, prompt / prefill, step * 1e3, 1 / step, step_bytes / step / 1e9,
+          step_bytes / bw * 1e3, bw / 1e9, 100 * step_bytes / bw / step, frame * 1e3,
+          depth_bytes / frame / 1e9, depth_bytes / bw * 1e3, 100 * depth_bytes / bw / frame);
+    }
+    std::fflush(stdout);
   }
   return 0;
 }

@@ -3,12 +3,18 @@
 //   - front end + encoder real-time factor on a 10 s clip;
 //   - prefill tokens/s for a spoken question (tests/data/inputs/question.wav, 4.9 s);
 //   - time to the first audio sample of an interleaved answer;
-//   - real-time factor of the whole interleaved answer (audio produced ÷ wall time).
-//   bench_s2s [--model DIR] [--max-new N]
+//   - real-time factor of the whole interleaved answer (wall time ÷ audio produced);
+//   - TTS: time to the first audio sample and real-time factor of a sentence.
+//   bench_s2s [--model DIR] [--threads 1,2] [--max-new N] [--json]
+// DIR is a Hugging Face snapshot or a GGUF release (folder or one of its
+// files). --json prints one line per configuration: {"bench":"s2s"|"tts",
+// "format","threads","cpu","rtf","first_audio_s",...}; first_audio_s for s2s
+// counts from the end of the question (its encoding included).
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -20,14 +26,22 @@ using namespace lfmvox;
 using bench::Now;
 
 int main(int argc, char** argv) {
-  std::string dir;
+  std::string dir, threads_arg = "1,2";
   int max_new = 48;
-  for (int i = 1; i + 1 < argc; i += 2) {
+  bool json = false;
+  for (int i = 1; i < argc; ++i) {
     const std::string k = argv[i];
+    if (k == "--json") {
+      json = true;
+      continue;
+    }
+    if (i + 1 >= argc) break;
     if (k == "--model")
-      dir = argv[i + 1];
+      dir = argv[++i];
     else if (k == "--max-new")
-      max_new = std::max(8, std::atoi(argv[i + 1]));
+      max_new = std::max(8, std::atoi(argv[++i]));
+    else if (k == "--threads")
+      threads_arg = argv[++i];
   }
   const std::string src = LFMVOX_SOURCE_DIR;
   if (dir.empty()) {
@@ -39,6 +53,7 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
+  const std::string format = bench::ModelFormat(dir);
   auto model = AudioModel::Load(dir);
   if (!model.ok()) {
     std::fprintf(stderr, "%s\n", model.status().ToString().c_str());
@@ -51,7 +66,8 @@ int main(int argc, char** argv) {
     clip[i] =
         static_cast<float>(0.3 * std::sin(2 * M_PI * (200 + 150 * t) * t) * (0.6 + 0.4 * std::sin(3 * t)));
   }
-  for (int threads : {1, 2}) {
+  for (const std::string& tok : bench::SplitList(threads_arg)) {
+    const int threads = std::max(1, std::atoi(tok.c_str()));
     ConversationOptions co;
     co.threads = threads;
     co.context = 2048;
@@ -106,13 +122,65 @@ int main(int argc, char** argv) {
       return 1;
     }
     const double audio_s = static_cast<double>(samples) / (*model)->sample_rate();
-    std::printf(
-        "threads %d: encoder 10 s clip in %.3f s (RTF %.3f) | question 4.9 s encoded in %.3f s, prefill + "
-        "first item %.2f s | first audio sample after %.2f s | answer: %d text + %d frames, %.2f s of "
-        "speech in %.2f s (RTF %.2f, %s real time)\n",
-        threads, encode, encode / 10.0, question_encode, first_item - t0, samples ? first_audio - t0 : NAN,
-        r->text_tokens, r->audio_frames, audio_s, total, audio_s > 0 ? total / audio_s : NAN,
-        audio_s >= total ? "faster than" : "slower than");
+    const double rtf = audio_s > 0 ? total / audio_s : NAN;
+    const double first_audio_s = samples ? question_encode + (first_audio - t0) : NAN;
+    if (json) {
+      std::printf(
+          "{\"bench\":\"s2s\",\"format\":\"%s\",\"threads\":%d,\"cpu\":\"%s\",\"rtf\":%.3f,"
+          "\"first_audio_s\":%.3f,\"question_encode_s\":%.3f,\"encoder_rtf\":%.4f,\"text_tokens\":%d,"
+          "\"audio_frames\":%d,\"audio_s\":%.2f,\"loadavg\":%.2f}\n",
+          format.c_str(), threads, bench::CpuModel().c_str(), rtf, first_audio_s, question_encode,
+          encode / 10.0, r->text_tokens, r->audio_frames, audio_s, bench::LoadAverage());
+    } else {
+      std::printf(
+          "threads %d: encoder 10 s clip in %.3f s (RTF %.3f) | question 4.9 s encoded in %.3f s, prefill + "
+          "first item %.2f s | first audio sample %.2f s after the question | answer: %d text + %d frames, "
+          "%.2f s of speech in %.2f s (RTF %.2f)\n",
+          threads, encode, encode / 10.0, question_encode, first_item - t0, first_audio_s, r->text_tokens,
+          r->audio_frames, audio_s, total, rtf);
+    }
+    // TTS: one sentence, sequential generation, sampled audio.
+    c.Reset();
+    if (Status s = c.StartSpeech((*model)->default_voice(),
+                                 "The quick brown fox jumps over the lazy dog near the river bank.");
+        !s.ok()) {
+      std::fprintf(stderr, "%s\n", s.ToString().c_str());
+      return 1;
+    }
+    // Random weights never choose <|audio_start|> themselves; the prompt gives
+    // it (a trained model's first generated token), so every item is a frame.
+    (void)c.AddText("<|audio_start|>");
+    GenerateOptions to = GenerateOptions::ForTts(**model);
+    to.max_new_tokens = max_new;
+    size_t tts_samples = 0;
+    double tts_first = 0;
+    OutputCallbacks tcb;
+    tcb.on_pcm = [&](std::span<const float> pcm) {
+      if (tts_samples == 0 && !pcm.empty()) tts_first = Now();
+      tts_samples += pcm.size();
+      return Status::Ok();
+    };
+    t0 = Now();
+    auto tr = c.Generate(to, tcb);
+    const double tts_total = Now() - t0;
+    if (!tr.ok()) {
+      std::fprintf(stderr, "%s\n", tr.status().ToString().c_str());
+      return 1;
+    }
+    const double tts_audio = static_cast<double>(tts_samples) / (*model)->sample_rate();
+    const double tts_rtf = tts_audio > 0 ? tts_total / tts_audio : NAN;
+    if (json) {
+      std::printf(
+          "{\"bench\":\"tts\",\"format\":\"%s\",\"threads\":%d,\"cpu\":\"%s\",\"rtf\":%.3f,"
+          "\"first_audio_s\":%.3f,\"audio_frames\":%d,\"audio_s\":%.2f,\"loadavg\":%.2f}\n",
+          format.c_str(), threads, bench::CpuModel().c_str(), tts_rtf, tts_samples ? tts_first - t0 : NAN,
+          tr->audio_frames, tts_audio, bench::LoadAverage());
+    } else {
+      std::printf(
+          "threads %d: TTS %d frames, %.2f s of speech in %.2f s (RTF %.2f), first audio after %.2f s\n",
+          threads, tr->audio_frames, tts_audio, tts_total, tts_rtf, tts_samples ? tts_first - t0 : NAN);
+    }
+    std::fflush(stdout);
   }
   return 0;
 }

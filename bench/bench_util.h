@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -38,6 +39,26 @@ inline double LoadAverage() {
   double one = -1;
   f >> one;
   return one;
+}
+
+// What a model path holds, for the "format" key: the quantization suffix of a
+// GGUF release ("Q4_0" from LFM2.5-Audio-1.5B-Q4_0.gguf), else "BF16" (a
+// Hugging Face snapshot as released).
+inline std::string ModelFormat(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::path file(path);
+  if (fs::is_directory(file, ec)) {
+    file.clear();
+    for (const auto& e : fs::directory_iterator(path, ec)) {
+      if (e.path().extension() == ".gguf" && e.path().filename().string().rfind("LFM2", 0) == 0)
+        file = e.path();
+    }
+    if (file.empty()) return "BF16";
+  }
+  const std::string stem = file.stem().string();
+  const size_t dash = stem.rfind('-');
+  return dash == std::string::npos ? stem : stem.substr(dash + 1);
 }
 
 // "1,2" → {"1", "2"}.

@@ -51,6 +51,31 @@ TEST_P(Generation, TtsSequentialGreedyMatchesTrace) {
   }
 }
 
+// A sequential prompt that already ends in <|audio_start|> (the trace's first
+// generated item) continues with the trace's frames: generation starts in
+// audio, exactly as after sampling that token.
+TEST_P(Generation, PromptEndingInAudioStartContinuesWithAudio) {
+  const Lfm25AudioModel& m = Model(GetParam());
+  const std::vector<int64_t> w = LoadTrace(GetParam() + "/traces/tts__sequential.npy").ToInt64();
+  ASSERT_EQ(w[0], 0);
+  ASSERT_EQ(w[1], m.special().audio_start);  // the trace's first item is the switch to speech
+  ThreadTeam team(1);
+  auto s = Lfm25Session::Create(m, {.threads = 1, .context = 256});
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  std::vector<int32_t> prompt = TraceIds(GetParam() + "/traces/tts__text_ids.npy");
+  prompt.push_back(m.special().audio_start);
+  ASSERT_TRUE((*s)->AppendTokens(prompt).ok());
+  RowSink sink;
+  auto r = (*s)->Generate({.mode = GenerationMode::kSequential, .max_new_tokens = 23}, sink, team);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(sink.rows.size(), 23u);
+  for (size_t i = 0; i < 23; ++i) {
+    const std::vector<int64_t> row(w.begin() + static_cast<long>((i + 1) * 9),
+                                   w.begin() + static_cast<long>((i + 1) * 9 + 9));
+    EXPECT_EQ(sink.rows[i], row) << "item " << i + 1;
+  }
+}
+
 // Turn 2's prompt is turn 1's prompt, every generated item with its flag in
 // order, then "<|im_end|>\n" (a sequential turn's own <|im_end|> not added
 // twice), then the next turn's pieces.

@@ -452,6 +452,13 @@ Status Lfm25Session::BeginGeneration(const GenerationOptions& o, GenerationSink&
   gen_.max_new = o.max_new_tokens;
   gen_.left = model_.config().interleaved_n_text;
   gen_.sink = &sink;
+  // A sequential turn whose prompt already ends in <|audio_start|> (the
+  // model's own switch to speech, given by the caller) continues with audio,
+  // as it would after generating that token.
+  if (o.mode == GenerationMode::kSequential && !history_.empty() &&
+      history_.back().modality == Modality::kText && history_.back().token == model_.special().audio_start) {
+    gen_.modality = Modality::kAudioOut;
+  }
   return Status::Ok();
 }
 
