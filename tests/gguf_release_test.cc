@@ -17,7 +17,9 @@
 
 #include "io/gguf.h"
 #include "io/gguf_writer.h"
+#include "models/lfm25_audio/detokenizer.h"
 #include "models/lfm25_audio/session.h"
+#include "pipeline_util.h"
 #include "tensor/quant.h"
 #include "threading/thread_team.h"
 #include "trace_util.h"
@@ -241,6 +243,180 @@ TEST(GgufRelease, ConfigFromMetadata) {
     }
     EXPECT_EQ((*m)->special().im_start, (*ref)->special().im_start);
     EXPECT_EQ((*m)->special().audio_start, (*ref)->special().audio_start);
+    fs::remove_all(dir);
+  }
+}
+
+// The older "merged" vocoder carries the detokenizer's layers under their
+// Hugging Face names (lfm.*, lin.*) and no tokenizer-*.gguf exists: the same
+// detokenizer, the same PCM, bit for bit.
+TEST(GgufRelease, MergedVocoderLayout) {
+  const std::string dir = Fresh("merged");
+  const Lfm25GgufFiles f = Write("lfm25_tiny", dir, WeightFormat::kF32, /*embed=*/false);
+  auto voc = OpenFile(f.vocoder);
+  auto dt = OpenFile(f.detokenizer);
+  ASSERT_TRUE(voc && dt);
+  GgufWriter w;
+  ASSERT_TRUE(w.AddString("general.architecture", *voc->metadata().GetString("general.architecture")).ok());
+  ASSERT_TRUE(w.AddU32("depthformer_n_layer", *voc->metadata().GetU32("depthformer_n_layer")).ok());
+  ASSERT_TRUE(w.AddU32("depthformer_n_embd", *voc->metadata().GetU32("depthformer_n_embd")).ok());
+  auto bytes = [](const GgufTensor& t) {
+    return std::string_view(reinterpret_cast<const char*>(t.data), t.bytes);
+  };
+  auto ne = [](const GgufTensor& t) { return std::vector<uint64_t>(t.ne.begin(), t.ne.begin() + t.n_dims); };
+  for (const GgufTensor& t : voc->tensors()) ASSERT_TRUE(w.AddTensor(t.name, t.type, ne(t), bytes(t)).ok());
+  // The detokenizer's layers as the older converter wrote them: Hugging Face names, shortconv taps 3-D.
+  const std::map<std::string, std::string> hf = {{"token_embd.weight", "lfm.embed_tokens.weight"},
+                                                 {"token_embd_norm.weight", "lfm.embedding_norm.weight"},
+                                                 {"dense_2.weight", "lin.weight"},
+                                                 {"dense_2.bias", "lin.bias"}};
+  Result<Checkpoint> dck = Checkpoint::Open(DataPath("lfm25_tiny/audio_detokenizer"));
+  ASSERT_TRUE(dck.ok());
+  std::vector<std::vector<float>> keep;
+  for (const std::string& name : dck->Names()) {
+    if (name == "emb.emb.weight" || name == "istft.window") continue;
+    const TensorView t = *dck->Get(name);
+    keep.push_back(Values(t));
+    std::vector<uint64_t> dims;
+    for (int i = t.shape.rank - 1; i >= 0; --i) dims.push_back(static_cast<uint64_t>(t.shape[i]));
+    ASSERT_TRUE(w.AddTensor(name, static_cast<uint32_t>(GgmlType::F32), dims,
+                            std::string_view(reinterpret_cast<const char*>(keep.back().data()),
+                                             keep.back().size() * 4))
+                    .ok())
+        << name;
+  }
+  (void)hf;
+  const std::string merged_dir = Fresh("merged_set");
+  fs::create_directories(merged_dir);
+  ASSERT_TRUE(w.Write(merged_dir + "/vocoder-LFM2.5-Audio-1.5B-F32.gguf").ok());
+  fs::copy_file(f.backbone, merged_dir + "/LFM2.5-Audio-1.5B-F32.gguf");
+  Result<std::unique_ptr<Lfm25Detokenizer>> a = Lfm25Detokenizer::Load(merged_dir);
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  Result<std::unique_ptr<Lfm25Detokenizer>> b = Lfm25Detokenizer::Load(DataPath("lfm25_tiny"));
+  ASSERT_TRUE(b.ok());
+  // Published defaults for what the merged file does not say; the tensors for the rest.
+  EXPECT_EQ((*a)->config().lfm.layers, (*b)->config().lfm.layers);
+  EXPECT_EQ((*a)->config().lfm.num_kv_heads, (*b)->config().lfm.num_kv_heads);
+  EXPECT_EQ((*a)->config().lfm.ffn_dim, (*b)->config().lfm.ffn_dim);
+  ThreadTeam team(1);
+  const std::vector<int32_t> codes = {1, 2, 3, 4, 5, 6, 7, 8, 100, 200, 300, 400, 500, 600, 700, 800};
+  auto run = [&](const Lfm25Detokenizer& m) {
+    auto s = Lfm25DetokenizerSession::Create(m, 2);
+    EXPECT_TRUE(s.ok());
+    std::vector<float> pcm(2 * 1920);
+    auto n = (*s)->Step(codes, pcm, team);
+    EXPECT_TRUE(n.ok()) << n.status().ToString();
+    pcm.resize(n.ok() ? *n : 0);
+    return pcm;
+  };
+  const std::vector<float> pa = run(**a), pb = run(**b);
+  ASSERT_FALSE(pb.empty());
+  EXPECT_EQ(pa, pb);
+  fs::remove_all(dir);
+  fs::remove_all(merged_dir);
+}
+
+// Folders that are no release, or several, or half of one: errors that say what to do.
+TEST(GgufRelease, BadFoldersAreClearErrors) {
+  const std::string dir = Fresh("bad");
+  const Lfm25GgufFiles f8 = Write("lfm25_tiny", dir, WeightFormat::kQ8_0);
+  const Lfm25GgufFiles f4 = Write("lfm25_tiny", dir, WeightFormat::kQ4_0);
+  Result<Lfm25GgufFiles> two = FindLfm25GgufRelease(dir);
+  ASSERT_FALSE(two.ok());
+  EXPECT_NE(two.status().message().find("several GGUF sets (Q4_0, Q8_0)"), std::string::npos)
+      << two.status().message();
+  // One file of the set picks it.
+  Result<Lfm25GgufFiles> pick = FindLfm25GgufRelease(f4.backbone);
+  ASSERT_TRUE(pick.ok()) << pick.status().ToString();
+  EXPECT_EQ(pick->vocoder, f4.vocoder);
+  EXPECT_TRUE(Lfm25AudioModel::Load(f8.mmproj).ok());
+  // Without its vocoder the set is refused by name.
+  fs::remove(f4.vocoder);
+  Result<Lfm25GgufFiles> half = FindLfm25GgufRelease(f4.backbone);
+  ASSERT_FALSE(half.ok());
+  EXPECT_NE(half.status().message().find("vocoder"), std::string::npos) << half.status().message();
+  // A tensor type lfmvox has no kernel for is named with its tensor.
+  auto bb = OpenFile(f8.backbone);
+  ASSERT_NE(bb, nullptr);
+  GgufWriter w;
+  for (const std::string& k : bb->metadata().keys()) {
+    const GgufValue* v = bb->metadata().Find(k);
+    if (v->type() == GgufValueType::kString) ASSERT_TRUE(w.AddString(k, v->string_value()).ok());
+    if (k.rfind("lfm2.", 0) == 0 && !v->is_array() && v->type() == GgufValueType::kU32)
+      ASSERT_TRUE(w.AddU32(k, *bb->metadata().GetU32(k)).ok());
+  }
+  std::vector<std::string> q41_storage;
+  for (const GgufTensor& t : bb->tensors()) {
+    std::vector<uint64_t> ne(t.ne.begin(), t.ne.begin() + t.n_dims);
+    uint32_t type = t.type;
+    std::string_view data(reinterpret_cast<const char*>(t.data), t.bytes);
+    if (t.name == "blk.0.ffn_up.weight") {  // Q4_1 (20 bytes per 32): same shape, other type
+      type = static_cast<uint32_t>(GgmlType::Q4_1);
+      q41_storage.emplace_back(t.elements / 32 * 20, '\0');
+      data = q41_storage.back();
+    }
+    ASSERT_TRUE(w.AddTensor(t.name, type, ne, data).ok());
+  }
+  const std::string odd = dir + "/odd.gguf";
+  ASSERT_TRUE(w.Write(odd).ok());
+  Result<Lfm2Gguf> g = OpenLfm2Gguf(odd);
+  ASSERT_FALSE(g.ok());
+  EXPECT_EQ(g.status().code(), StatusCode::kUnimplemented);
+  EXPECT_NE(g.status().message().find("blk.0.ffn_up.weight is stored as Q4_1"), std::string::npos)
+      << g.status().message();
+  fs::remove_all(dir);
+}
+
+// Q8_0 and Q4_0 files run end to end (TTS greedy), and their backbone error
+// against F32 stays within what the block arithmetic allows. Per matmul,
+// 8-bit weights (error ≤ d/2 with d = amax/127 per 32) and 8-bit activations
+// give a relative error of about 2·(1/127)/√12 ≈ 0.5 % (−46 dB); along the
+// tiny stack's 6 layers × 3–4 matmuls it grows at most like their count (×24:
+// 12 %, −18 dB); 4-bit weights (d = amax/8) are 16× coarser (−22 dB per
+// matmul). Bounds: rel. RMS ≤ 0.12 for Q8_0, ≤ 1.0 for Q4_0 (finite, and
+// the model still runs), measured in the test output.
+TEST(GgufRelease, QuantizedFilesRunEndToEnd) {
+  Result<std::unique_ptr<Lfm25AudioModel>> ref =
+      Lfm25AudioModel::Load(DataPath("lfm25_tiny"), {.load_detokenizer = false});
+  ASSERT_TRUE(ref.ok());
+  const std::vector<int32_t> prompt = testing::TraceIds("lfm25_tiny/traces/tts__text_ids.npy");
+  ThreadTeam team(2);
+  auto last_hidden = [&](const Lfm25AudioModel& m) {
+    auto s = Lfm25Session::Create(m, {.threads = 2, .context = 256});
+    EXPECT_TRUE(s.ok());
+    EXPECT_TRUE((*s)->AppendTokens(prompt).ok());
+    auto h = (*s)->Prefill(team);
+    EXPECT_TRUE(h.ok());
+    const size_t H = static_cast<size_t>(m.config().lfm.hidden_size);
+    return std::vector<float>(*h, *h + H);
+  };
+  const std::vector<float> want = last_hidden(**ref);
+  for (auto [type, bound] : {std::pair{WeightFormat::kQ8_0, 0.12}, {WeightFormat::kQ4_0, 1.0}}) {
+    const std::string dir = Fresh(std::string("e2e_") + WeightFormatName(type));
+    Write("lfm25_tiny", dir, type);
+    auto m = Lfm25AudioModel::Load(dir);
+    ASSERT_TRUE(m.ok()) << m.status().ToString();
+    const std::vector<float> got = last_hidden(**m);
+    double num = 0, den = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+      ASSERT_TRUE(std::isfinite(got[i]));
+      num += (got[i] - want[i]) * (got[i] - want[i]);
+      den += want[i] * want[i];
+    }
+    const double rel = std::sqrt(num / den);
+    std::printf("[%s] backbone last hidden: relative RMS error %.4f (%.1f dB)\n", WeightFormatName(type), rel,
+                -20 * std::log10(rel));
+    EXPECT_LE(rel, bound) << WeightFormatName(type);
+    // Generation runs and produces frames; the detokenizer decodes them.
+    auto s = Lfm25Session::Create(**m, {.threads = 2, .context = 256});
+    ASSERT_TRUE(s.ok());
+    std::vector<int32_t> p = prompt;
+    p.push_back((*m)->special().audio_start);
+    ASSERT_TRUE((*s)->AppendTokens(p).ok());
+    testing::RowSink sink;
+    auto r = (*s)->Generate({.mode = GenerationMode::kSequential, .max_new_tokens = 12}, sink, team);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_GT(r->audio_frames, 0);
     fs::remove_all(dir);
   }
 }

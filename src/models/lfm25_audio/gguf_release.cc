@@ -311,9 +311,17 @@ constexpr char kPublishedConfig[] = R"({
   "depthformer": {"layers": 6, "dim": 1024, "tie": true}
 })";
 // audio_detokenizer/config.json's codec keys (upsampling ×6, hop 320, 24 kHz).
+// The LFM2 values are the published ones too, for the merged vocoder, whose
+// detokenizer layers come without lfm2.* keys (the tensors then override
+// what they show: widths, layer kinds, heads).
 constexpr char kPublishedDetokenizer[] = R"({
   "architectures": ["Lfm25AudioTokenizer"], "model_type": "lfm2", "codebooks": 8, "upsample_factor": 6,
-  "hop_length": 320, "sample_rate": 24000, "block_auto_adjust_ff_dim": false
+  "hop_length": 320, "sample_rate": 24000, "block_auto_adjust_ff_dim": false, "output_size": 1282,
+  "hidden_size": 512, "intermediate_size": 2304, "num_hidden_layers": 8, "num_attention_heads": 16,
+  "num_key_value_heads": 8, "sliding_window": 30, "max_position_embeddings": 128000, "norm_eps": 1e-05,
+  "conv_L_cache": 3, "rope_theta": 1000000.0,
+  "layer_types": ["conv", "conv", "sliding_attention", "conv", "sliding_attention", "conv",
+                  "sliding_attention", "conv"]
 })";
 
 // A parsed embedded config, or the published one.
@@ -487,6 +495,38 @@ Result<nlohmann::json> MainConfig(const GgufFile& backbone, const GgufFile* mmpr
   return j;
 }
 
+// What the tensors of an LFM2 stack under Hugging Face names (lfm.layers.N.…)
+// show of its config: width, depth, layer kinds, heads and FFN width.
+Status Lfm2SectionFromHfTensors(const GgufFile& f, nlohmann::json* j) {
+  LFM_ASSIGN_OR_RETURN(uint64_t hidden, Cols(f, "lfm.layers.0.operator_norm.weight"));
+  int layers = 0;
+  while (f.FindTensor("lfm.layers." + std::to_string(layers) + ".operator_norm.weight") != nullptr) ++layers;
+  nlohmann::json types = nlohmann::json::array();
+  const bool sliding = j->value("sliding_window", 0) > 0;
+  for (int i = 0; i < layers; ++i) {
+    const std::string p = "lfm.layers." + std::to_string(i) + ".self_attn.";
+    const bool attention = f.FindTensor(p + "q_proj.weight") != nullptr;
+    types.push_back(attention ? (sliding ? "sliding_attention" : "full_attention") : "conv");
+    if (attention) {
+      LFM_ASSIGN_OR_RETURN(uint64_t hd, Cols(f, p + "q_layernorm.weight"));
+      LFM_ASSIGN_OR_RETURN(uint64_t q, Rows(f, p + "q_proj.weight"));
+      LFM_ASSIGN_OR_RETURN(uint64_t kv, Rows(f, p + "k_proj.weight"));
+      if (hd == 0 || q % hd != 0 || kv % hd != 0)
+        return InvalidArgument(f.path() + ": " + p + "q_layernorm and the projections imply no head layout");
+      (*j)["num_attention_heads"] = q / hd;
+      (*j)["num_key_value_heads"] = kv / hd;
+      (*j)["head_dim"] = hd;
+    }
+  }
+  LFM_ASSIGN_OR_RETURN(uint64_t ff, Rows(f, "lfm.layers.0.feed_forward.w1.weight"));
+  (*j)["hidden_size"] = hidden;
+  (*j)["num_hidden_layers"] = layers;
+  (*j)["layer_types"] = types;
+  (*j)["intermediate_size"] = ff;
+  (*j)["block_auto_adjust_ff_dim"] = false;
+  return Status::Ok();
+}
+
 Result<nlohmann::json> DetokenizerConfig(const GgufFile& detok, const GgufFile& vocoder, bool merged) {
   LFM_ASSIGN_OR_RETURN(nlohmann::json j,
                        BaseConfig(&vocoder, "lfmvox.detokenizer_config", kPublishedDetokenizer));
@@ -498,6 +538,7 @@ Result<nlohmann::json> DetokenizerConfig(const GgufFile& detok, const GgufFile& 
       j["output_size"] = out;
     }
   }
+  if (merged) LFM_RETURN_IF_ERROR(Lfm2SectionFromHfTensors(vocoder, &j));
   LFM_ASSIGN_OR_RETURN(uint64_t lin_rows,
                        Rows(merged ? vocoder : detok, merged ? "lin.weight" : "dense_2.weight"));
   j["output_size"] = lin_rows;
