@@ -407,6 +407,12 @@ TEST(GgufRelease, QuantizedFilesRunEndToEnd) {
     std::printf("[%s] backbone last hidden: relative RMS error %.4f (%.1f dB)\n", WeightFormatName(type), rel,
                 -20 * std::log10(rel));
     EXPECT_LE(rel, bound) << WeightFormatName(type);
+    // Quantizing the snapshot at load time applies the same rules to the same
+    // values: the same model, bit for bit.
+    auto at_load =
+        Lfm25AudioModel::Load(DataPath("lfm25_tiny"), {.load_detokenizer = false, .weights = type});
+    ASSERT_TRUE(at_load.ok()) << at_load.status().ToString();
+    EXPECT_EQ(last_hidden(**at_load), got) << WeightFormatName(type);
     // Generation runs and produces frames; the detokenizer decodes them.
     auto s = Lfm25Session::Create(**m, {.threads = 2, .context = 256});
     ASSERT_TRUE(s.ok());

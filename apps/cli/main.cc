@@ -56,6 +56,8 @@ constexpr char kUsage[] =
     "  quantize    a Hugging Face snapshot -> Liquid's four-file GGUF release\n"
     "      --model DIR --type f32|f16|bf16|q8_0|q4_0 --out OUTDIR\n"
     "                       (every --model above also takes such a folder or one of its files)\n"
+    "  tts, generate, asr and chat also take --weights f16|bf16|q8_0|q4_0: quantize a snapshot's\n"
+    "      matrices at load time (a GGUF file of that type loads faster and in less memory)\n"
     "  help        this text\n";
 
 int Fail(const std::string& msg, int code = 1) {
@@ -84,6 +86,13 @@ struct Args {
     return false;
   }
 };
+
+// --weights TYPE: quantize a snapshot's float matrices at load time.
+lfmvox::ModelOptions ModelOptionsArg(const Args& args) {
+  lfmvox::ModelOptions o;
+  if (const std::string* w = args.Get("weights")) o.weights = *w;
+  return o;
+}
 
 // Splits argv into options that take a value, flags and positionals.
 bool ParseArgs(int argc, char** argv, int first, const std::vector<std::string>& valued,
@@ -302,7 +311,8 @@ int Tts(int argc, char** argv) {
   Args args;
   std::string err;
   if (!ParseArgs(argc, argv, 2,
-                 {"model", "voice", "output", "pcm", "threads", "seed", "temperature", "top-k", "max-new"},
+                 {"model", "voice", "output", "pcm", "threads", "seed", "temperature", "top-k", "max-new",
+                  "weights"},
                  {"quiet"}, &args, &err)) {
     return UsageError(err);
   }
@@ -323,7 +333,7 @@ int Tts(int argc, char** argv) {
   int threads;
   if (int rc = ThreadsArg(args, &threads)) return rc;
 
-  auto model = lfmvox::AudioModel::Load(*model_dir);
+  auto model = lfmvox::AudioModel::Load(*model_dir, ModelOptionsArg(args));
   if (!model.ok()) return Fail(model.status().message());
   lfmvox::GenerateOptions o = lfmvox::GenerateOptions::ForTts(**model);
   OverrideSampling(flags, &o);
@@ -340,7 +350,7 @@ int Generate(int argc, char** argv) {
   std::string err;
   if (!ParseArgs(argc, argv, 2,
                  {"model", "prompt", "mode", "max-new", "seed", "temperature", "top-k", "text-temperature",
-                  "text-top-k", "output", "pcm", "threads", "context"},
+                  "text-top-k", "output", "pcm", "threads", "context", "weights"},
                  {"quiet"}, &args, &err)) {
     return UsageError(err);
   }
@@ -371,7 +381,7 @@ int Generate(int argc, char** argv) {
   const std::string* output = args.Get("output");
   if (output && *output == "-") return UsageError("generate prints items on stdout; write speech to a file");
 
-  auto model = lfmvox::AudioModel::Load(*model_dir);
+  auto model = lfmvox::AudioModel::Load(*model_dir, ModelOptionsArg(args));
   if (!model.ok()) return Fail(model.status().message());
   auto conv = lfmvox::Conversation::Create(
       *model, {.threads = threads, .context = static_cast<size_t>(context), .seed = seed});
@@ -409,7 +419,8 @@ int Quantize(int argc, char** argv) {
 int Asr(int argc, char** argv) {
   Args args;
   std::string err;
-  if (!ParseArgs(argc, argv, 2, {"model", "max-new", "threads"}, {}, &args, &err)) return UsageError(err);
+  if (!ParseArgs(argc, argv, 2, {"model", "max-new", "threads", "weights"}, {}, &args, &err))
+    return UsageError(err);
   const std::string* model_dir = args.Get("model");
   if (!model_dir || args.positional.size() != 1) return UsageError("asr needs --model and one audio file");
   int threads;
@@ -418,7 +429,7 @@ int Asr(int argc, char** argv) {
   if (const std::string* v = args.Get("max-new"); v && !ParseInt(*v, 1, 1 << 20, &max_new)) {
     return UsageError("--max-new takes a positive integer");
   }
-  auto model = lfmvox::AudioModel::Load(*model_dir);
+  auto model = lfmvox::AudioModel::Load(*model_dir, ModelOptionsArg(args));
   if (!model.ok()) return Fail(model.status().message());
   lfmvox::GenerateOptions o = lfmvox::GenerateOptions::ForAsr(**model);
   if (max_new > 0) o.max_new_tokens = max_new;
@@ -441,7 +452,7 @@ int Chat(int argc, char** argv) {
   std::string err;
   if (!ParseArgs(argc, argv, 2,
                  {"model", "in", "out", "out-dir", "system", "seed", "temperature", "top-k", "max-new",
-                  "context", "threads", "pcm"},
+                  "context", "threads", "pcm", "weights"},
                  {"interactive"}, &args, &err)) {
     return UsageError(err);
   }
@@ -469,7 +480,7 @@ int Chat(int argc, char** argv) {
   if (int rc = PcmArg(args, &format)) return rc;
   const std::string system = args.Get("system") ? *args.Get("system") : "";
 
-  auto model = lfmvox::AudioModel::Load(*model_dir);
+  auto model = lfmvox::AudioModel::Load(*model_dir, ModelOptionsArg(args));
   if (!model.ok()) return Fail(model.status().message());
   lfmvox::GenerateOptions o = lfmvox::GenerateOptions::ForSpeechToSpeech(**model);
   OverrideSampling(flags, &o);

@@ -192,13 +192,24 @@ struct ConversationOptions {
 // A speech/text model's weights, tokenizer and speech decoder. The family is
 // chosen from the files (config.json); today: LFM2.5-Audio. Immutable once
 // loaded; shared by any number of threads and conversations.
+struct ModelOptions {
+  // Quantize the float matrices at load time: "f16", "bf16", "q8_0" or
+  // "q4_0" ("" keeps every tensor as stored). The per-tensor rules are
+  // `lfmvox quantize`'s; it costs a pass over the weights at load and their
+  // quantized size in memory (on top of the mapped file, whose pages the OS
+  // may drop); a GGUF file of that type loads without either.
+  std::string weights;
+};
+
 class AudioModel {
  public:
   // `model_dir`: a Hugging Face snapshot as downloaded (for LFM2.5-Audio-1.5B:
   // config.json, model.safetensors or its sharded index, tokenizer.json,
   // audio_detokenizer/). Everything is validated; a missing file or tensor is
   // an error that names it, a config of another family an error naming it.
-  static Result<std::shared_ptr<const AudioModel>> Load(const std::string& model_dir);
+  // Also Liquid's GGUF release: its folder, or one of its files.
+  static Result<std::shared_ptr<const AudioModel>> Load(const std::string& model_dir,
+                                                        const ModelOptions& options = {});
   ~AudioModel();
 
   std::string_view family() const;  // "LFM2.5-Audio"

@@ -32,9 +32,10 @@ struct Conversation::Impl {
 AudioModel::AudioModel(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 AudioModel::~AudioModel() = default;
 
-Result<std::shared_ptr<const AudioModel>> AudioModel::Load(const std::string& model_dir) {
+Result<std::shared_ptr<const AudioModel>> AudioModel::Load(const std::string& model_dir,
+                                                           const ModelOptions& options) {
   auto impl = std::make_unique<Impl>();
-  LFM_ASSIGN_OR_RETURN(impl->family, LoadFamily(model_dir));
+  LFM_ASSIGN_OR_RETURN(impl->family, LoadFamily(model_dir, options));
   return std::shared_ptr<const AudioModel>(new AudioModel(std::move(impl)));
 }
 

@@ -80,9 +80,9 @@ class FamilyModel {
 
 // Reads `dir`/config.json and loads the family it names. A config of no known
 // family is an error naming its "architectures" / "model_type".
-Result<std::unique_ptr<FamilyModel>> LoadFamily(const std::string& dir);
+Result<std::unique_ptr<FamilyModel>> LoadFamily(const std::string& dir, const ModelOptions& options);
 
 // The LFM2.5-Audio family (lfm25_family.cc).
-Result<std::unique_ptr<FamilyModel>> LoadLfm25Family(const std::string& dir);
+Result<std::unique_ptr<FamilyModel>> LoadLfm25Family(const std::string& dir, const ModelOptions& options);
 
 }  // namespace lfmvox

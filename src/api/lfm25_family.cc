@@ -10,6 +10,7 @@
 #include "api/engine_core.h"
 #include "api/family.h"
 #include "blocks/sampling.h"
+#include "models/lfm25_audio/gguf_release.h"
 #include "models/lfm25_audio/session.h"
 #include "threading/thread_team.h"
 
@@ -333,8 +334,17 @@ class Lfm25FamilyModel final : public FamilyModel {
 
 const std::vector<std::string>& Lfm25Voices() { return Lfm25TtsVoices(); }
 
-Result<std::unique_ptr<FamilyModel>> LoadLfm25Family(const std::string& dir) {
-  LFM_ASSIGN_OR_RETURN(std::unique_ptr<Lfm25AudioModel> m, Lfm25AudioModel::Load(dir));
+Result<std::unique_ptr<FamilyModel>> LoadLfm25Family(const std::string& dir, const ModelOptions& options) {
+  ModelLoadOptions o;
+  if (!options.weights.empty()) {
+    WeightFormat f;
+    if (!ParseGgufWriteType(options.weights, &f)) {
+      return InvalidArgument("weights \"" + options.weights +
+                             "\" is not one of f16, bf16, q8_0, q4_0 (or empty: as stored)");
+    }
+    o.weights = f;
+  }
+  LFM_ASSIGN_OR_RETURN(std::unique_ptr<Lfm25AudioModel> m, Lfm25AudioModel::Load(dir, o));
   return std::unique_ptr<FamilyModel>(new Lfm25FamilyModel(std::move(m)));
 }
 

@@ -894,6 +894,39 @@ WeightFormat QuantFormat(WeightFormat want, size_t cols) {
   return want;
 }
 
+// The stored format of a tensor of ggml shape `ne` under the release type:
+// F32 when forced or not a matrix; llama-quantize's output-tensor rule for
+// the tied embedding (Q6_K for the 4-bit types, Q8_0 when the row is no whole
+// number of 256-blocks); else the type, or F16 for a row of partial blocks.
+WeightFormat TargetFormat(const std::vector<uint64_t>& ne, WeightFormat type, bool force_f32,
+                          bool tied_head) {
+  if (ne.size() < 2 || force_f32) return WeightFormat::kF32;
+  if (tied_head && type == WeightFormat::kQ4_0) {
+    return FormatRowBytes(WeightFormat::kQ6_K, ne[0]) != 0 ? WeightFormat::kQ6_K
+                                                           : QuantFormat(WeightFormat::kQ8_0, ne[0]);
+  }
+  return QuantFormat(type, ne[0]);
+}
+
+bool IsOneD(const TensorView& t) {
+  int non_unit = 0;
+  for (int i = 0; i < t.shape.rank; ++i) non_unit += t.shape[i] > 1 ? 1 : 0;
+  return t.shape.rank <= 1 || non_unit <= 1;
+}
+
+// The tensors every converter keeps in F32: norms, biases and other 1-D
+// tensors, the short-conv taps, and in the encoder llama.cpp's
+// tensor_force_quant test (".conv" in the name, or "_conv" in a weight's:
+// the whole convolution module and the subsampling) and the positional biases.
+bool ForcedF32(const std::string& hf, const TensorView& t) {
+  if (IsOneD(t) || hf.ends_with(".bias") || hf.ends_with(".conv.conv.weight")) return true;
+  const bool encoder = StartsWith(hf, "conformer.") || StartsWith(hf, "audio_adapter.");
+  if (!encoder) return false;
+  return hf.find(".conv") != std::string::npos ||
+         (hf.find("_conv") != std::string::npos && hf.find(".weight") != std::string::npos) ||
+         hf.find("pos_bias") != std::string::npos;
+}
+
 // Converts every tensor with the rules of spec §1.2–§1.5 and writes the file.
 class FileBuilder {
  public:
@@ -909,16 +942,7 @@ class FileBuilder {
   Status AddF32(const std::string& gguf_name, const std::string& hf_name, const Shape& shape,
                 std::vector<float> x, WeightFormat type, bool force_f32, bool tied_head = false) {
     std::vector<uint64_t> ne = GgufNe(hf_name, shape);
-    const bool matrix = ne.size() >= 2;
-    WeightFormat f = WeightFormat::kF32;
-    if (matrix && !force_f32) {
-      f = QuantFormat(type, ne[0]);
-      // llama-quantize's output-tensor rule for a tied embedding: Q6_K for
-      // the 4-bit types (Q8_0 when the row is no whole number of 256-blocks).
-      if (tied_head && type == WeightFormat::kQ4_0)
-        f = FormatRowBytes(WeightFormat::kQ6_K, ne[0]) != 0 ? WeightFormat::kQ6_K
-                                                            : QuantFormat(WeightFormat::kQ8_0, ne[0]);
-    }
+    const WeightFormat f = TargetFormat(ne, type, force_f32, tied_head);
     pending_.push_back(Encode(gguf_name, f, std::move(ne), x));
     return Status::Ok();
   }
@@ -940,12 +964,6 @@ class FileBuilder {
   MetaWriter meta_{w_};
   std::vector<Pending> pending_;
 };
-
-bool IsOneD(const TensorView& t) {
-  int non_unit = 0;
-  for (int i = 0; i < t.shape.rank; ++i) non_unit += t.shape[i] > 1 ? 1 : 0;
-  return t.shape.rank <= 1 || non_unit <= 1;
-}
 
 // The LFM2 metadata of the backbone and detokenizer files [spec §1.2, §1.5].
 void WriteLfm2Meta(MetaWriter& w, const Lfm2Config& c, int64_t vocab, int64_t ff_key, int output_size) {
@@ -976,15 +994,68 @@ Status AddLfm2Tensors(FileBuilder& b, const Checkpoint& ck, WeightFormat type) {
     std::optional<std::string> g = Lfm2ToGguf(hf);
     if (!g) return InvalidArgument("lfmvox does not know where tensor " + hf + " goes in a GGUF file");
     LFM_ASSIGN_OR_RETURN(TensorView t, ck.Get(hf));
-    const bool f32 = IsOneD(t) || hf.ends_with(".conv.conv.weight") || hf.ends_with(".bias");
-    LFM_RETURN_IF_ERROR(b.Add(*g, hf, t, type, f32, hf == "lfm.embed_tokens.weight"));
+    LFM_RETURN_IF_ERROR(b.Add(*g, hf, t, type, ForcedF32(hf, t), hf == "lfm.embed_tokens.weight"));
   }
   return Status::Ok();
 }
 
 std::string TypeName(WeightFormat f) { return WeightFormatName(f); }
 
+DType DTypeOf(WeightFormat f) {
+  switch (f) {
+    case WeightFormat::kF32:
+      return DType::kF32;
+    case WeightFormat::kBF16:
+      return DType::kBF16;
+    case WeightFormat::kF16:
+      return DType::kF16;
+    case WeightFormat::kQ8_0:
+      return DType::kQ8_0;
+    case WeightFormat::kQ4_0:
+      return DType::kQ4_0;
+    case WeightFormat::kQ6_K:
+      return DType::kQ6_K;
+  }
+  return DType::kF32;
+}
+
+// What QuantizeCheckpoint's views point into: the source checkpoint and the converted rows.
+struct QuantizedArena {
+  Checkpoint source;
+  std::vector<std::vector<uint8_t>> tensors;
+};
+
 }  // namespace
+
+Result<Checkpoint> QuantizeCheckpoint(Checkpoint ck, WeightFormat type) {
+  auto arena = std::make_shared<QuantizedArena>(QuantizedArena{std::move(ck), {}});
+  std::map<std::string, TensorView, std::less<>> out;
+  for (const std::string& hf : arena->source.Names()) {
+    LFM_ASSIGN_OR_RETURN(TensorView t, arena->source.Get(hf));
+    WeightFormat stored;
+    const bool floating = WeightFormatForDType(t.dtype, &stored) && !IsBlockFormat(stored);
+    if (!floating || ForcedF32(hf, t) || t.shape.rank != 2) {  // kept as stored
+      out.emplace(hf, t);
+      continue;
+    }
+    const WeightFormat f = TargetFormat(GgufNe(hf, t.shape), type, false, hf == "lfm.embed_tokens.weight");
+    if (f == stored) {
+      out.emplace(hf, t);
+      continue;
+    }
+    LFM_ASSIGN_OR_RETURN(std::vector<float> x, ToF32(t, hf));
+    const size_t cols = static_cast<size_t>(t.shape[1]), rows = static_cast<size_t>(t.shape[0]);
+    const size_t rb = FormatRowBytes(f, cols);
+    std::vector<uint8_t>& bytes = arena->tensors.emplace_back(rows * rb);
+    for (size_t r = 0; r < rows; ++r) QuantizeRow(f, x.data() + r * cols, cols, bytes.data() + r * rb);
+    TensorView q = t;
+    q.dtype = DTypeOf(f);
+    q.data = bytes.data();
+    out.emplace(hf, q);
+  }
+  const std::string path = arena->source.path();
+  return Checkpoint::FromViews(path, std::move(out), arena);
+}
 
 Result<Lfm25GgufFiles> WriteLfm25GgufRelease(const std::string& snapshot_dir, const std::string& out_dir,
                                              const Lfm25GgufWriteOptions& o) {
@@ -1083,10 +1154,7 @@ Result<Lfm25GgufFiles> WriteLfm25GgufRelease(const std::string& snapshot_dir, co
       std::optional<std::string> g = MmprojToGguf(hf);
       if (!g) return InvalidArgument("lfmvox does not know where tensor " + hf + " goes in a GGUF file");
       LFM_ASSIGN_OR_RETURN(TensorView t, ck.Get(hf));
-      // llama.cpp's tensor_force_quant: ".conv" in the name, or "_conv" in a weight's.
-      const bool conv = hf.find(".conv") != std::string::npos ||
-                        (hf.find("_conv") != std::string::npos && hf.find(".weight") != std::string::npos);
-      const bool f32 = conv || IsOneD(t) || hf.ends_with(".bias") || hf.find("pos_bias") != std::string::npos;
+      const bool f32 = ForcedF32(hf, t);
       if (hf.ends_with(".batch_norm.weight") || hf.ends_with(".batch_norm.bias")) {
         // w' = γ/√(var + eps), b' = β − mean·w' (ConformerAudioModel.modify_tensors).
         const std::string p = hf.substr(0, hf.rfind('.'));
@@ -1128,7 +1196,7 @@ Result<Lfm25GgufFiles> WriteLfm25GgufRelease(const std::string& snapshot_dir, co
     for (const std::string& hf : ck.Names()) {
       if (!IsVocoderTensor(hf)) continue;
       LFM_ASSIGN_OR_RETURN(TensorView t, ck.Get(hf));
-      LFM_RETURN_IF_ERROR(b.Add(VocoderToGguf(hf), hf, t, o.type, IsOneD(t) || hf.ends_with(".bias")));
+      LFM_RETURN_IF_ERROR(b.Add(VocoderToGguf(hf), hf, t, o.type, ForcedF32(hf, t)));
       // A tied head the snapshot does not store is written out, as Liquid's files have it.
       const std::string emb = ".embedding.weight";
       if (StartsWith(hf, "depth_embeddings.") && hf.ends_with(emb)) {
@@ -1138,7 +1206,7 @@ Result<Lfm25GgufFiles> WriteLfm25GgufRelease(const std::string& snapshot_dir, co
     }
     for (const char* hf : {"emb.emb.weight", "istft.window"}) {
       LFM_ASSIGN_OR_RETURN(TensorView t, dck.Get(hf));
-      LFM_RETURN_IF_ERROR(b.Add(hf, hf, t, o.type, IsOneD(t)));
+      LFM_RETURN_IF_ERROR(b.Add(hf, hf, t, o.type, ForcedF32(hf, t)));
     }
     LFM_RETURN_IF_ERROR(b.Write());
   }

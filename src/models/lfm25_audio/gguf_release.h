@@ -93,6 +93,12 @@ struct Lfm2Gguf {
 };
 Result<Lfm2Gguf> OpenLfm2Gguf(const std::string& path);
 
+// Quantizing at load time: the checkpoint's matrices in `type` (kF16, kBF16,
+// kQ8_0 or kQ4_0) by the per-tensor rules of WriteLfm25GgufRelease (tensors
+// those rules keep in F32 stay as stored), held in memory the returned
+// checkpoint owns. Costs one pass over the weights and their quantized size in RAM.
+Result<Checkpoint> QuantizeCheckpoint(Checkpoint ck, WeightFormat type);
+
 // "F16", "Q4_0", ... as used in the file names; false when `name` is none of
 // the types the writer takes.
 bool ParseGgufWriteType(const std::string& name, WeightFormat* out);

@@ -52,6 +52,10 @@ Result<std::unique_ptr<Lfm25AudioModel>> Lfm25AudioModel::Load(const std::string
     if (!t.ok()) return t.status().WithContext(where);
     m->tokenizer_.emplace(std::move(t).value());
   }
+  if (options.weights) {
+    LFM_ASSIGN_OR_RETURN(Checkpoint q, QuantizeCheckpoint(std::move(*m->ckpt_), *options.weights));
+    m->ckpt_.emplace(std::move(q));
+  }
   {
     Result<Lfm2Backbone> b = Lfm2Backbone::Load(*m->ckpt_, m->config_.lfm, m->config_.codebooks);
     if (!b.ok()) return b.status().WithContext(where);
@@ -98,15 +102,24 @@ Result<std::unique_ptr<Lfm25AudioModel>> Lfm25AudioModel::Load(const std::string
       LFM_ASSIGN_OR_RETURN(
           Lfm25DetokenizerConfig dc,
           Lfm25DetokenizerConfig::FromJson(gguf->detokenizer_config, gguf->where + " (GGUF metadata)"));
-      LFM_ASSIGN_OR_RETURN(m->detok_,
-                           Lfm25Detokenizer::Load(std::move(dc), std::move(*gguf->detokenizer), gguf->where));
+      Checkpoint dck = std::move(*gguf->detokenizer);
+      if (options.weights) {
+        LFM_ASSIGN_OR_RETURN(dck, QuantizeCheckpoint(std::move(dck), *options.weights));
+      }
+      LFM_ASSIGN_OR_RETURN(m->detok_, Lfm25Detokenizer::Load(std::move(dc), std::move(dck), gguf->where));
     } else {
       if (!fs::is_directory(dir + "/audio_detokenizer", ec)) {
         return NotFound(where +
                         ": there is no audio_detokenizer/ folder (the LFM2.5 speech decoder); download the "
                         "whole model snapshot");
       }
-      LFM_ASSIGN_OR_RETURN(m->detok_, Lfm25Detokenizer::Load(dir + "/audio_detokenizer"));
+      const std::string ddir = dir + "/audio_detokenizer";
+      LFM_ASSIGN_OR_RETURN(Lfm25DetokenizerConfig dc, Lfm25DetokenizerConfig::Load(ddir + "/config.json"));
+      LFM_ASSIGN_OR_RETURN(Checkpoint dck, Checkpoint::Open(ddir));
+      if (options.weights) {
+        LFM_ASSIGN_OR_RETURN(dck, QuantizeCheckpoint(std::move(dck), *options.weights));
+      }
+      LFM_ASSIGN_OR_RETURN(m->detok_, Lfm25Detokenizer::Load(std::move(dc), std::move(dck), ddir));
     }
     if (m->detok_->config().num_codebooks != m->config_.codebooks) {
       return InvalidArgument(where + ": the detokenizer's codebook count differs from the model's");
