@@ -14,14 +14,18 @@
 // Block weights are random bytes with small scales: the speed of a kernel
 // does not depend on the values.
 //
-// Usage: bench_quant [min_seconds_per_case, default 0.2] [quick|hot]
+// Usage: bench_quant [min_seconds_per_case, default 0.2] [quick|hot|all]
+//                    [formats, e.g. q4_0,q6_k] [m list, e.g. 1,64] [threads, e.g. 1]
 // "quick" runs m = 1 and 6 only; "hot" runs m = 1 and 6 on one [2048×2048]
-// copy that stays in L2/L3: the kernels' compute limit, without DRAM.
+// copy that stays in L2/L3: the kernels' compute limit, without DRAM. The
+// optional lists narrow (or, for m, replace) what runs.
 #include <algorithm>
+#include <cctype>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -143,19 +147,41 @@ int Main(int argc, char** argv) {
                                   WeightFormat::kQ4_0, WeightFormat::kQ6_K};
   std::vector<size_t> ms = {1, 6};
   if (!quick && !hot) ms.insert(ms.end(), {64, 256});
-  for (int threads : {1, 2}) {
+  const std::string_view only_formats = argc > 3 ? argv[3] : "";
+  if (argc > 4) {
+    ms.clear();
+    for (const char* p = argv[4]; *p != '\0';) {
+      char* end = nullptr;
+      ms.push_back(std::strtoul(p, &end, 10));
+      if (end == p) break;
+      p = *end == ',' ? end + 1 : end;
+    }
+  }
+  std::vector<int> thread_counts = {1, 2};
+  if (argc > 5) thread_counts = {std::atoi(argv[5])};
+  auto wanted = [&](WeightFormat f) {
+    if (only_formats.empty()) return true;
+    std::string name = WeightFormatName(f);
+    for (char& ch : name) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    return only_formats.find(name) != std::string_view::npos;
+  };
+  for (int threads : thread_counts) {
     ThreadTeam team(threads);
     const double floor_gbs = MeasureReadGBs(team);
     std::printf("{\"read_floor_gb_s\":%.2f,\"threads\":%d}\n", floor_gbs, threads);
     if (hot) {
       for (size_t m : ms) {
-        for (WeightFormat f : formats) RunCase(team, floor_gbs, f, Case{2048, 2048}, m, min_seconds, false);
+        for (WeightFormat f : formats) {
+          if (wanted(f)) RunCase(team, floor_gbs, f, Case{2048, 2048}, m, min_seconds, false);
+        }
       }
       continue;
     }
     for (const Case& c : cases) {
       for (size_t m : ms) {
-        for (WeightFormat f : formats) RunCase(team, floor_gbs, f, c, m, min_seconds);
+        for (WeightFormat f : formats) {
+          if (wanted(f)) RunCase(team, floor_gbs, f, c, m, min_seconds);
+        }
       }
     }
   }

@@ -162,13 +162,18 @@ struct QuantArgs {
   size_t ldy;
 };
 
-// The tile shapes: accumulators R·NR, plus NR decoded groups live at once.
+// The tile shapes: accumulators R·NR, plus one decoded group live at once.
 // R = 1 takes the format's kNrR1: 8 for the 32-blocks (more W rows share
 // each X group's load, correction and scale), 4 for Q6_K, whose NR block
 // scales stay live across its 8 groups. Larger R shares each decoded W group
-// among more X rows; R·NR ≤ 10 keeps the accumulators in registers.
-constexpr size_t kQNrForR[] = {0, 4, 4, 2, 2, 2, 1};
-constexpr size_t kQMR = 6;
+// among more X rows. m ≥ 4 runs 4×2 tiles: 8 accumulators leave the decoded
+// group, its scale, the constants and temporaries in the 16 AVX2 registers.
+// Hot [2048×2048], 1 thread, GFLOP/s at m = 64 (Q8_0 / Q4_0 / Q6_K): the
+// former 6×1 tiles 55 / 57 / 50; 4×3 spilled accumulators 64 / 65 / 42;
+// 4×2 (with every tile loop unrolled, without which GCC kept the
+// accumulator array on the stack) 63 / 71 / 61.
+constexpr size_t kQNrForR[] = {0, 4, 4, 3, 2};
+constexpr size_t kQMR = 4;
 // For m > kQMR: X rows processed against each W row block while they stay in
 // L2, as matmul-inl.h does (quantized X is ~1.1 bytes a value).
 constexpr size_t kQXBlockBytes = 256 * 1024;
@@ -189,10 +194,13 @@ HWY_NOINLINE void QTile(const QuantArgs& a, size_t i, size_t j) {
   const uint8_t* HWY_RESTRICT w = a.w + j * rb;
   const uint8_t* HWY_RESTRICT x = a.x + i * a.ldx;
   QAcc acc[R][NR];  // acc[r][c]: Y[i + r, j + c]
+  HWY_UNROLL(8)
   for (size_t r = 0; r < R; ++r) {
+    HWY_UNROLL(8)
     for (size_t c = 0; c < NR; ++c) acc[r][c] = QZero();
   }
   for (size_t b = 0; b < a.blocks; ++b) {
+    HWY_UNROLL(8)
     for (size_t c = 0; c < NR; ++c) PrefetchBlock<Fmt>(w + (c + NR) * rb + b * Fmt::kBlockBytes);
     if constexpr (R == 1 && Fmt::kGroups == 1) {
       // One X row, one group a block: each W row decoded and used at once,
@@ -200,6 +208,7 @@ HWY_NOINLINE void QTile(const QuantArgs& a, size_t i, size_t j) {
       const auto xv = QLoadX(x + 64 * b);
       const auto xs = QLoadXS(x + 64 * b + 32);
       const QScale dx = QLoadXScale(x + a.d_at + 4 * b);
+      HWY_UNROLL(8)
       for (size_t c = 0; c < NR; ++c) {
         const uint8_t* blk = w + c * rb + b * Fmt::kBlockBytes;
         const QScale dw = QLoadScale(blk + Fmt::kScaleAt);
@@ -208,25 +217,37 @@ HWY_NOINLINE void QTile(const QuantArgs& a, size_t i, size_t j) {
     } else {
       // W row outer, X row inner: one decoded group and R·NR accumulators
       // live; the X group, its correction and scale come from L1 each time
-      // (loads, which Zen 3 issues 3 a cycle, instead of registers).
-      QScale dw[NR];
-      for (size_t c = 0; c < NR; ++c) dw[c] = QLoadScale(w + c * rb + b * Fmt::kBlockBytes + Fmt::kScaleAt);
+      // (loads, which Zen 3 issues 3 a cycle, instead of registers). With one
+      // group a block, d_w is loaded next to its use: NR fewer live registers.
+      QScale dw[Fmt::kGroups == 1 ? 1 : NR];
+      if constexpr (Fmt::kGroups != 1) {
+        HWY_UNROLL(8)
+        for (size_t c = 0; c < NR; ++c) dw[c] = QLoadScale(w + c * rb + b * Fmt::kBlockBytes + Fmt::kScaleAt);
+      }
+      HWY_UNROLL(8)
       for (size_t g = 0; g < Fmt::kGroups; ++g) {
         const size_t xg = b * Fmt::kGroups + g;  // the X group: values [32·xg, 32·xg + 32)
+        HWY_UNROLL(8)
         for (size_t c = 0; c < NR; ++c) {
-          const typename Fmt::Codes codes = Fmt::Decode(w + c * rb + b * Fmt::kBlockBytes, g);
+          const uint8_t* blk = w + c * rb + b * Fmt::kBlockBytes;
+          const typename Fmt::Codes codes = Fmt::Decode(blk, g);
+          const QScale dwc =
+              Fmt::kGroups == 1 ? QLoadScale(blk + Fmt::kScaleAt) : dw[Fmt::kGroups == 1 ? 0 : c];
+          HWY_UNROLL(8)
           for (size_t r = 0; r < R; ++r) {
             const uint8_t* xr = x + r * a.ldx;
             const auto xv = QLoadX(xr + 64 * xg);
             const auto xs = QLoadXS(xr + 64 * xg + 32);
             const QScale dx = QLoadXScale(xr + a.d_at + 4 * xg);
-            acc[r][c] = QMulAdd(Fmt::Dot(codes, xv, xs), QMulScale(dw[c], dx), acc[r][c]);
+            acc[r][c] = QMulAdd(Fmt::Dot(codes, xv, xs), QMulScale(dwc, dx), acc[r][c]);
           }
         }
       }
     }
   }
+  HWY_UNROLL(8)
   for (size_t r = 0; r < R; ++r) {
+    HWY_UNROLL(8)
     for (size_t c = 0; c < NR; ++c) {
       float s = QSum(acc[r][c]);
       if (a.bias != nullptr) s += a.bias[j + c];

@@ -340,16 +340,19 @@ struct QuantCase {
   Buf<float> bias;
 };
 
-// The block formats' shapes: every m the small-m tiles take, the kMR = 6
-// tiles with a remainder, several L2 row blocks (k = 2048, m = 33); n not a
+// The block formats' shapes: every m the small-m tiles take, the 4-row tiles
+// with a remainder, several L2 row blocks (k = 2048, m = 33 and 64); n not a
 // multiple of any NR; k not a multiple of 256 where the block is 32.
 std::vector<std::array<size_t, 3>> QuantShapes(WeightFormat f) {
   std::vector<std::array<size_t, 3>> shapes;  // m, n, k
   const std::vector<size_t> ks = f == WeightFormat::kQ6_K ? std::vector<size_t>{256, 512, 2048}
                                                           : std::vector<size_t>{32, 96, 256, 512, 2048};
   for (size_t k : ks) {
-    for (size_t m : {1, 2, 3, 4, 5, 6, 7, 16, 33}) shapes.push_back({m, 1 + (k / 32 + 3 * m) % 19, k});
+    for (size_t m : {1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 33}) shapes.push_back({m, 1 + (k / 32 + 3 * m) % 19, k});
   }
+  // The register tiles for m ≥ 4 with a remainder in both directions.
+  for (size_t m : {4, 5, 8, 12, 64}) shapes.push_back({m, 23, ks[ks.size() / 2]});
+  shapes.push_back({64, 13, ks.back()});
   return shapes;
 }
 
