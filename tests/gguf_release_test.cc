@@ -104,7 +104,9 @@ TEST(GgufRelease, BackboneInventoryAndTypes) {
   EXPECT_EQ(*mm->metadata().GetString("clip.projector_type"), "lfm2a");
   for (const GgufTensor& t : mm->tensors()) {
     const bool conv_module = t.name.find("conv") != std::string::npos;
-    if (conv_module || t.n_dims == 1) EXPECT_EQ(t.type, static_cast<uint32_t>(GgmlType::F32)) << t.name;
+    if (conv_module || t.n_dims == 1) {
+      EXPECT_EQ(t.type, static_cast<uint32_t>(GgmlType::F32)) << t.name;
+    }
   }
   EXPECT_EQ(mm->FindTensor("conformer.layers.0.conv.batch_norm.running_mean"), nullptr);
   EXPECT_EQ(mm->FindTensor("a.blk.0.ffn_up.weight")->type, static_cast<uint32_t>(GgmlType::Q4_0));
@@ -341,9 +343,12 @@ TEST(GgufRelease, BadFoldersAreClearErrors) {
   GgufWriter w;
   for (const std::string& k : bb->metadata().keys()) {
     const GgufValue* v = bb->metadata().Find(k);
-    if (v->type() == GgufValueType::kString) ASSERT_TRUE(w.AddString(k, v->string_value()).ok());
-    if (k.rfind("lfm2.", 0) == 0 && !v->is_array() && v->type() == GgufValueType::kU32)
+    if (v->type() == GgufValueType::kString) {
+      ASSERT_TRUE(w.AddString(k, v->string_value()).ok());
+    }
+    if (k.rfind("lfm2.", 0) == 0 && !v->is_array() && v->type() == GgufValueType::kU32) {
       ASSERT_TRUE(w.AddU32(k, *bb->metadata().GetU32(k)).ok());
+    }
   }
   std::vector<std::string> q41_storage;
   for (const GgufTensor& t : bb->tensors()) {

@@ -54,7 +54,7 @@ struct ModelLoadOptions {
   bool load_detokenizer = true;  // audio_detokenizer/ (needed to produce PCM)
   // Quantize float matrices at load time (QuantizeCheckpoint: kF16, kBF16,
   // kQ8_0 or kQ4_0); unset keeps every tensor as stored.
-  std::optional<WeightFormat> weights;
+  std::optional<WeightFormat> weights = std::nullopt;
 };
 
 class Lfm25AudioModel {
