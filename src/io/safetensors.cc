@@ -211,21 +211,10 @@ Status SafetensorsFile::Init(const void* base, size_t size) {
 Result<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(const std::string& path) {
   std::unique_ptr<SafetensorsFile> f(new SafetensorsFile());
   f->path_ = path;
-  LFM_ASSIGN_OR_RETURN(const OpenedFile of, OpenRegularFile(path));
-  const int fd = of.fd;
-  const size_t size = static_cast<size_t>(of.size);
-  if (size > 0) {  // mmap refuses length 0; the parser reports the empty file
-    void* p = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (p == MAP_FAILED) {
-      const int err = errno;
-      ::close(fd);
-      return ErrnoStatus("cannot mmap", path, err);
-    }
-    f->map_ = p;
-    f->map_size_ = size;
-  }
-  ::close(fd);  // the mapping keeps the file referenced
-  LFM_RETURN_IF_ERROR(f->Init(f->map_ != nullptr ? f->map_ : "", size).WithContext(path));
+  LFM_ASSIGN_OR_RETURN(const MappedFile m, MapReadOnly(path));
+  f->map_ = m.data;
+  f->map_size_ = m.size;
+  LFM_RETURN_IF_ERROR(f->Init(f->map_ != nullptr ? f->map_ : "", m.size).WithContext(path));
   return f;
 }
 
