@@ -28,7 +28,7 @@ struct CliRun {
 };
 
 CliRun Cli(const std::string& args) {
-  const std::string err_path = ::testing::TempDir() + "/cli_stderr.txt";
+  const std::string err_path = testing::ScratchPath("cli_stderr.txt");
   const std::string cmd = std::string(LFMVOX_CLI) + " " + args + " 2>" + err_path;
   CliRun r;
   FILE* p = popen(cmd.c_str(), "r");
@@ -47,7 +47,7 @@ const std::string kModel = testing::DataPath("lfm25_detok");
 const std::string kCodes = std::string(LFMVOX_SOURCE_DIR) + "/examples/codes.txt";
 
 TEST(Cli, WavHoldsTheOraclePcm) {
-  const std::string wav = ::testing::TempDir() + "/cli_out.wav";
+  const std::string wav = testing::ScratchPath("cli_out.wav");
   const CliRun r = Cli("detokenize --model " + kModel + " --codes " + kCodes + " -o " + wav + " --threads 2");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   SF_INFO info{};
@@ -79,7 +79,8 @@ TEST(Cli, StdoutStreamsRawFloat) {
 }
 
 TEST(Cli, BadInputIsAClearError) {
-  const std::string dir = ::testing::TempDir();
+  const std::string dir = testing::ScratchPath("cli_bad");
+  std::filesystem::create_directories(dir);
   std::ofstream(dir + "/big.txt") << "1 2 3 4 5 6 7 2048\n";
   std::ofstream(dir + "/neg.txt") << "1 2 3 4 5 6 7 -1\n";
   std::ofstream(dir + "/short.txt") << "1 2 3 4 5 6 7 8\n1 2 3\n";
@@ -123,7 +124,7 @@ TEST(Cli, GenerateReproducesTtsTrace) {
     for (int64_t v : testing::LoadTrace(c + "/traces/tts__text_ids.npy").ToInt64()) {
       ids += (ids.empty() ? "" : ", ") + std::to_string(v);
     }
-    const std::string prompt = ::testing::TempDir() + "/prompt_" + c + ".json";
+    const std::string prompt = testing::ScratchPath("prompt_" + std::string(c) + ".json");
     std::ofstream(prompt) << "[{\"ids\": [" << ids << "]}]";
     const CliRun r =
         Cli("generate --model " + testing::DataPath(c) + " --prompt " + prompt + " --max-new 24 --quiet");
@@ -179,7 +180,7 @@ TEST(Cli, GenerateWithAudioSegment) {
   std::string pre, post;
   for (size_t i = 0; i < text.size(); ++i)
     (i < 13 ? pre : post) += (i == 0 || i == 13 ? "" : ", ") + std::to_string(text[i]);
-  const std::string prompt = ::testing::TempDir() + "/prompt_audio.json";
+  const std::string prompt = testing::ScratchPath("prompt_audio.json");
   std::ofstream(prompt) << "[{\"ids\": [" << pre << "]}, {\"audio\": \""
                         << testing::DataPath("inputs/synthetic_16k.wav") << "\"}, {\"ids\": [" << post
                         << "]}]";
@@ -193,10 +194,10 @@ TEST(Cli, GenerateWithAudioSegment) {
 
 TEST(Cli, TtsRejectsUnknownVoiceAndBadPrompt) {
   const CliRun voice = Cli("tts --model " + testing::DataPath("lfm25_tiny") + " --voice robot hello -o " +
-                           ::testing::TempDir() + "/v.wav");
+                           testing::ScratchPath("v.wav"));
   EXPECT_EQ(voice.exit_code, 1);
   EXPECT_NE(voice.err.find("US female"), std::string::npos) << voice.err;
-  const std::string bad = ::testing::TempDir() + "/bad_prompt.json";
+  const std::string bad = testing::ScratchPath("bad_prompt.json");
   std::ofstream(bad) << "[{\"ids\": [1, 99999]}]";
   const CliRun r = Cli("generate --model " + testing::DataPath("lfm25_tiny") + " --prompt " + bad);
   EXPECT_EQ(r.exit_code, 1);

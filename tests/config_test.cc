@@ -17,6 +17,7 @@
 
 #include "io/json_config.h"
 #include "models/lfm25_audio/lfm2_config.h"
+#include "trace_util.h"
 
 namespace lfmvox {
 namespace {
@@ -102,7 +103,7 @@ json ReadJson(const std::string& path) {
 
 // Writes j as <TempDir>/<name>/config.json and returns the path.
 std::string WriteConfig(const std::string& name, const json& j) {
-  const std::string dir = ::testing::TempDir() + "/config_test_" + name;
+  const std::string dir = testing::ScratchPath("config_test_" + name);
   std::filesystem::create_directories(dir);
   const std::string path = dir + "/config.json";
   std::ofstream(path) << j.dump(2);

@@ -350,7 +350,7 @@ TEST(Detokenizer, RejectsBadCodesWithoutSideEffects) {
 
 // A copy of the oracle checkpoint with one tensor changed.
 std::string WriteVariant(const std::string& name, const std::string& drop, const std::string& reshape) {
-  const std::string dir = ::testing::TempDir() + "/detok_" + name;
+  const std::string dir = testing::ScratchPath("detok_" + name);
   std::filesystem::create_directories(dir);
   std::filesystem::copy_file(DataPath("lfm25_detok/config.json"), dir + "/config.json",
                              std::filesystem::copy_options::overwrite_existing);
@@ -378,10 +378,10 @@ TEST(Detokenizer, LoadErrorsNameTheProblem) {
   auto shaped = Lfm25Detokenizer::Load(WriteVariant("shaped", "", "lfm.layers.0.conv.in_proj.weight"));
   ASSERT_FALSE(shaped.ok());
   EXPECT_NE(shaped.status().message().find("[512, 1536]"), std::string::npos) << shaped.status().message();
-  EXPECT_FALSE(Lfm25Detokenizer::Load(::testing::TempDir() + "/no_such_dir").ok());
+  EXPECT_FALSE(Lfm25Detokenizer::Load(testing::ScratchPath("no_such_dir")).ok());
 
   // A truncated file and a config with impossible values.
-  const std::string dir = ::testing::TempDir() + "/detok_truncated";
+  const std::string dir = testing::ScratchPath("detok_truncated");
   std::filesystem::create_directories(dir);
   std::filesystem::copy_file(DataPath("lfm25_detok/config.json"), dir + "/config.json",
                              std::filesystem::copy_options::overwrite_existing);

@@ -292,7 +292,7 @@ TEST(AudioEncoder, MissingTensorIsNamed) {
     w.size = t->bytes();
     tensors.push_back(w);
   }
-  const std::string path = ::testing::TempDir() + "/encoder_missing_tensor.safetensors";
+  const std::string path = testing::ScratchPath("encoder_missing_tensor.safetensors");
   ASSERT_TRUE(WriteSafetensors(path, tensors).ok());
   auto ck = Checkpoint::Open(path);
   ASSERT_TRUE(ck.ok()) << ck.status().ToString();

@@ -186,7 +186,7 @@ namespace {
 TEST(ModelLoad, MissingFilesAndTensorsAreNamed) {
   if (!testing::WeightsVariant().empty()) GTEST_SKIP() << "edits the safetensors snapshot";
   namespace fs = std::filesystem;
-  const std::string dir = ::testing::TempDir() + "/lfm25_partial";
+  const std::string dir = testing::ScratchPath("lfm25_partial");
   fs::remove_all(dir);
   fs::create_directories(dir);
   const std::string src = testing::DataPath("lfm25_tiny");

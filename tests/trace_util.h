@@ -3,6 +3,7 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <map>
@@ -16,6 +17,12 @@
 namespace lfmvox::testing {
 
 inline std::string DataPath(const std::string& rel) { return std::string(LFMVOX_TEST_DATA_DIR) + "/" + rel; }
+
+// A scratch path no other test process shares: ctest runs every test in its
+// own process, several at once, all under the same TempDir().
+inline std::string ScratchPath(const std::string& name) {
+  return ::testing::TempDir() + "/lfmvox_" + std::to_string(::getpid()) + "_" + name;
+}
 
 // Loads a trace; fails the test if it is missing.
 inline NpyArray LoadTrace(const std::string& rel) {

@@ -14,6 +14,7 @@
 #include "ops/ops.h"
 #include "tensor/dtype.h"
 #include "threading/thread_team.h"
+#include "trace_util.h"
 
 namespace lfmvox {
 namespace {
@@ -44,7 +45,7 @@ class LoadMatrixTest : public ::testing::Test {
         {"w.f64", DType::kF64, shape, f64_.data(), f64_.size() * 8},
         {"w.i32", DType::kI32, shape, i32_.data(), i32_.size() * 4},
     };
-    path_ = ::testing::TempDir() + "/weights_test.safetensors";
+    path_ = testing::ScratchPath("weights_test.safetensors");
     ASSERT_TRUE(WriteSafetensors(path_, tensors).ok());
     Result<Checkpoint> ckpt = Checkpoint::Open(path_);
     ASSERT_TRUE(ckpt.ok()) << ckpt.status().ToString();
