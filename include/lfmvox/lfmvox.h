@@ -76,8 +76,9 @@ class Engine {
 
 class DetokenizerModel {
  public:
-  // `model_dir`: the model directory as downloaded (holding
-  // audio_detokenizer/) or the audio_detokenizer folder itself.
+  // The speech decoder (codes → PCM) of the model in `model_dir`: LFM2.5-Audio's
+  // detokenizer (the model directory as downloaded, holding audio_detokenizer/,
+  // that folder itself, or Liquid's GGUF release), or an LFM3-Audio codec.
   static Result<std::shared_ptr<const DetokenizerModel>> Load(const std::string& model_dir);
   ~DetokenizerModel();
 

@@ -1,22 +1,23 @@
-// The public detokenizer API: thin ownership wrappers over the model code.
+// The public detokenizer API: thin ownership wrappers over a family's speech decoder
+// (FamilyCodec, api/family.h).
 #include <mutex>
 
 #include "api/engine_core.h"
+#include "api/family.h"
 #include "base/status.h"
 #include "lfmvox/lfmvox.h"
-#include "models/lfm25_audio/detokenizer.h"
 #include "threading/thread_team.h"
 
 namespace lfmvox {
 
 struct DetokenizerModel::Impl {
-  std::unique_ptr<Lfm25Detokenizer> detok;
+  std::unique_ptr<FamilyCodec> codec;
 };
 
 struct DetokenizerStream::Impl {
   std::shared_ptr<Engine> engine;  // first: destroyed last
   std::shared_ptr<const DetokenizerModel> model;
-  std::unique_ptr<Lfm25DetokenizerSession> session;
+  std::unique_ptr<FamilyCodecStream> session;
 };
 
 DetokenizerModel::DetokenizerModel(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -24,17 +25,15 @@ DetokenizerModel::~DetokenizerModel() = default;
 
 Result<std::shared_ptr<const DetokenizerModel>> DetokenizerModel::Load(const std::string& model_dir) {
   auto impl = std::make_unique<Impl>();
-  LFM_ASSIGN_OR_RETURN(impl->detok, Lfm25Detokenizer::Load(model_dir));
+  LFM_ASSIGN_OR_RETURN(impl->codec, LoadFamilyCodec(model_dir));
   return std::shared_ptr<const DetokenizerModel>(new DetokenizerModel(std::move(impl)));
 }
 
-int DetokenizerModel::sample_rate() const { return impl_->detok->config().sample_rate; }
-int DetokenizerModel::num_codebooks() const { return impl_->detok->config().num_codebooks; }
-int DetokenizerModel::codebook_size() const { return impl_->detok->config().codebook_size; }
-int DetokenizerModel::samples_per_frame() const { return impl_->detok->config().samples_per_frame(); }
-int DetokenizerModel::tail_samples() const {
-  return (impl_->detok->config().n_fft - impl_->detok->config().hop) / 2;
-}
+int DetokenizerModel::sample_rate() const { return impl_->codec->sample_rate(); }
+int DetokenizerModel::num_codebooks() const { return impl_->codec->num_codebooks(); }
+int DetokenizerModel::codebook_size() const { return impl_->codec->codebook_size(); }
+int DetokenizerModel::samples_per_frame() const { return impl_->codec->samples_per_frame(); }
+int DetokenizerModel::tail_samples() const { return impl_->codec->tail_samples(); }
 
 DetokenizerStream::DetokenizerStream(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 DetokenizerStream::~DetokenizerStream() = default;
@@ -47,9 +46,8 @@ Result<std::unique_ptr<DetokenizerStream>> DetokenizerStream::Create(
   if (impl->engine == nullptr) {
     LFM_ASSIGN_OR_RETURN(impl->engine, Engine::Create({.threads = options.threads, .max_batch = 1}));
   }
-  LFM_ASSIGN_OR_RETURN(impl->session,
-                       Lfm25DetokenizerSession::Create(*model->impl_->detok, options.max_frames_per_call,
-                                                       impl->engine->options().threads));
+  LFM_ASSIGN_OR_RETURN(impl->session, model->impl_->codec->CreateStream(options.max_frames_per_call,
+                                                                        impl->engine->options().threads));
   impl->model = std::move(model);
   return std::unique_ptr<DetokenizerStream>(new DetokenizerStream(std::move(impl)));
 }

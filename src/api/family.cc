@@ -1,11 +1,12 @@
-// Picks the model family from config.json.
+// Picks the model family from the files, through the registry of compiled-in families.
 #include "api/family.h"
 
+#include <filesystem>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 
 #include "io/json_config.h"
-#include "models/lfm25_audio/gguf_release.h"
 
 namespace lfmvox {
 namespace {
@@ -16,30 +17,50 @@ std::string Found(const nlohmann::json& j, const char* key) {
   return it == j.end() ? std::string("none") : JsonPreview(*it);
 }
 
-bool ListHas(const nlohmann::json& j, const char* key, const char* value) {
-  auto it = j.find(key);
-  if (it == j.end() || !it->is_array()) return false;
-  for (const auto& v : *it) {
-    if (v.is_string() && v.get<std::string>() == value) return true;
+std::string Supported() {
+  std::string s;
+  for (const FamilyEntry* f : Families()) {
+    s += (s.empty() ? "" : ", ") + std::string(f->name) + " (" + f->signature + ")";
   }
-  return false;
+  return s;
+}
+
+// The family that claims `dir` (its config.json, when there is one, parsed into *config).
+Result<const FamilyEntry*> Claimant(const std::string& dir, std::optional<nlohmann::json>* config) {
+  std::error_code ec;
+  const std::string path = dir + "/config.json";
+  if (std::filesystem::is_regular_file(path, ec)) {
+    LFM_ASSIGN_OR_RETURN(nlohmann::json cfg, ReadJsonFile(path));
+    config->emplace(std::move(cfg));
+  }
+  const FamilyFiles files{dir, config->has_value() ? &**config : nullptr};
+  for (const FamilyEntry* f : Families()) {
+    if (f->claims(files)) return f;
+  }
+  return static_cast<const FamilyEntry*>(nullptr);
 }
 
 }  // namespace
 
 Result<std::unique_ptr<FamilyModel>> LoadFamily(const std::string& dir, const ModelOptions& options) {
-  // Liquid's GGUF release (no config.json; the files say what they are).
-  if (LooksLikeGgufRelease(dir)) return LoadLfm25Family(dir, options);
-  const std::string path = dir + "/config.json";
-  LFM_ASSIGN_OR_RETURN(const nlohmann::json cfg, ReadJsonFile(path));
-  // LFM2.5-Audio: liquid-audio's "LFM2AudioModel"; a config without
-  // "architectures" is taken as LFM2.5-Audio when it has its sections.
-  const bool lfm25 = ListHas(cfg, "architectures", "LFM2AudioModel") ||
-                     (!cfg.contains("architectures") && cfg.contains("lfm") && cfg.contains("depthformer"));
-  if (lfm25) return LoadLfm25Family(dir, options);
-  return Unimplemented(path + " names a model lfmvox does not support (architectures " +
-                       Found(cfg, "architectures") + ", model_type " + Found(cfg, "model_type") +
-                       "); supported: LFM2.5-Audio (architectures [\"LFM2AudioModel\"])");
+  std::optional<nlohmann::json> config;
+  LFM_ASSIGN_OR_RETURN(const FamilyEntry* family, Claimant(dir, &config));
+  if (family != nullptr) return family->load_model(dir, options);
+  if (!config) {
+    return NotFound(
+        "no config.json in " + dir +
+        " and no GGUF release there; pass a model folder as downloaded. Supported: " + Supported());
+  }
+  return Unimplemented(dir + "/config.json names a model lfmvox does not support (architectures " +
+                       Found(*config, "architectures") + ", model_type " + Found(*config, "model_type") +
+                       "); supported: " + Supported());
+}
+
+Result<std::unique_ptr<FamilyCodec>> LoadFamilyCodec(const std::string& dir) {
+  std::optional<nlohmann::json> config;
+  LFM_ASSIGN_OR_RETURN(const FamilyEntry* family, Claimant(dir, &config));
+  if (family == nullptr) family = Families().front();
+  return family->load_codec(dir);
 }
 
 }  // namespace lfmvox

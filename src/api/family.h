@@ -1,11 +1,16 @@
 // The seam between the public API and a model family: AudioModel::Impl holds
-// one FamilyModel, Conversation::Impl one FamilySession. LoadFamily picks the
-// family from the files (config.json). One family today: LFM2.5-Audio
-// (lfm25_family.cc); LFM3-Audio will be a second implementation.
+// one FamilyModel, Conversation::Impl one FamilySession, DetokenizerModel one
+// FamilyCodec and DetokenizerStream one FamilyCodecStream. LoadFamily and
+// LoadFamilyCodec pick the family from the files through the registry
+// (Families()): each family folder src/models/<family>/ holds its adapter
+// (family_adapter.cc, compiled into this library) defining one FamilyEntry, and
+// the root CMakeLists.txt lists the families (LFMVOX_FAMILIES), so a family is
+// removed by deleting its folder and its name there.
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <nlohmann/json_fwd.hpp>
 #include <span>
 #include <string>
 #include <string_view>
@@ -78,11 +83,53 @@ class FamilyModel {
                       ThreadTeam& team) const = 0;
 };
 
-// Reads `dir`/config.json and loads the family it names. A config of no known
-// family is an error naming its "architectures" / "model_type".
-Result<std::unique_ptr<FamilyModel>> LoadFamily(const std::string& dir, const ModelOptions& options);
+// One stream of a family's speech decoder (codes → PCM), behind DetokenizerStream; the contract
+// of DetokenizerStream (lfmvox.h). One thread at a time.
+class FamilyCodecStream {
+ public:
+  virtual ~FamilyCodecStream() = default;
+  virtual Result<size_t> Step(std::span<const int32_t> codes, std::span<float> pcm, ThreadTeam& team) = 0;
+  virtual Result<size_t> Flush(std::span<float> pcm) = 0;
+  virtual void Reset() = 0;
+};
 
-// The LFM2.5-Audio family (lfm25_family.cc).
-Result<std::unique_ptr<FamilyModel>> LoadLfm25Family(const std::string& dir, const ModelOptions& options);
+// A family's speech decoder weights (immutable, shared by its streams), behind DetokenizerModel.
+class FamilyCodec {
+ public:
+  virtual ~FamilyCodec() = default;
+  virtual int sample_rate() const = 0;
+  virtual int num_codebooks() const = 0;
+  virtual int codebook_size() const = 0;  // codes a stream accepts: [0, codebook_size)
+  virtual int samples_per_frame() const = 0;
+  virtual int tail_samples() const = 0;
+  virtual Result<std::unique_ptr<FamilyCodecStream>> CreateStream(size_t max_frames_per_call,
+                                                                  int max_threads) const = 0;
+};
+
+// What a model folder holds, as the registry's probes see it: the folder (or file) as given and its
+// parsed config.json (null when there is none, e.g. a GGUF release).
+struct FamilyFiles {
+  std::string dir;
+  const nlohmann::json* config = nullptr;
+};
+
+// One model family in the registry.
+struct FamilyEntry {
+  const char* name;       // as users read it, e.g. "LFM2.5-Audio"
+  const char* signature;  // how its config names it, for the error listing what is supported
+  bool (*claims)(const FamilyFiles& files);
+  Result<std::unique_ptr<FamilyModel>> (*load_model)(const std::string& dir, const ModelOptions& options);
+  Result<std::unique_ptr<FamilyCodec>> (*load_codec)(const std::string& dir);
+};
+
+// Every family compiled in, in the order of LFMVOX_FAMILIES (family_registry.cc).
+std::span<const FamilyEntry* const> Families();
+
+// Loads the family whose probe claims `dir` (a folder with config.json, or a GGUF release). A config
+// of no known family is an error naming its "architectures" / "model_type".
+Result<std::unique_ptr<FamilyModel>> LoadFamily(const std::string& dir, const ModelOptions& options);
+// The speech decoder of the family that claims `dir`; with no claim, the first family's loader
+// (LFM2.5-Audio's detokenizer, whose own errors say what it looked for).
+Result<std::unique_ptr<FamilyCodec>> LoadFamilyCodec(const std::string& dir);
 
 }  // namespace lfmvox

@@ -1,7 +1,10 @@
-// The LFM2.5-Audio family behind the public API: its model, its sessions,
-// its official prompts and sampling settings, and the bridge from generated
-// audio frames to the streaming detokenizer.
+// The LFM2.5-Audio family behind the public API (src/api/family.h): its model, its sessions,
+// its official prompts and sampling settings, the bridge from generated audio frames to the
+// streaming detokenizer, the detokenizer on its own, and the registry entry that claims its files.
+// Compiled into the API library (lfmvox_family in CMakeLists.txt), not into lfmvox_lfm25.
 #include <algorithm>
+#include <filesystem>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <utility>
@@ -334,6 +337,8 @@ class Lfm25FamilyModel final : public FamilyModel {
 
 const std::vector<std::string>& Lfm25Voices() { return Lfm25TtsVoices(); }
 
+namespace {
+
 Result<std::unique_ptr<FamilyModel>> LoadLfm25Family(const std::string& dir, const ModelOptions& options) {
   ModelLoadOptions o;
   if (!options.weights.empty()) {
@@ -347,5 +352,69 @@ Result<std::unique_ptr<FamilyModel>> LoadLfm25Family(const std::string& dir, con
   LFM_ASSIGN_OR_RETURN(std::unique_ptr<Lfm25AudioModel> m, Lfm25AudioModel::Load(dir, o));
   return std::unique_ptr<FamilyModel>(new Lfm25FamilyModel(std::move(m)));
 }
+
+class Lfm25CodecStream final : public FamilyCodecStream {
+ public:
+  explicit Lfm25CodecStream(std::unique_ptr<Lfm25DetokenizerSession> s) : s_(std::move(s)) {}
+  Result<size_t> Step(std::span<const int32_t> codes, std::span<float> pcm, ThreadTeam& team) override {
+    return s_->Step(codes, pcm, team);
+  }
+  Result<size_t> Flush(std::span<float> pcm) override { return s_->Flush(pcm); }
+  void Reset() override { s_->Reset(); }
+
+ private:
+  std::unique_ptr<Lfm25DetokenizerSession> s_;
+};
+
+class Lfm25Codec final : public FamilyCodec {
+ public:
+  explicit Lfm25Codec(std::unique_ptr<Lfm25Detokenizer> d) : d_(std::move(d)) {}
+  int sample_rate() const override { return d_->config().sample_rate; }
+  int num_codebooks() const override { return d_->config().num_codebooks; }
+  int codebook_size() const override { return d_->config().codebook_size; }
+  int samples_per_frame() const override { return d_->config().samples_per_frame(); }
+  int tail_samples() const override { return static_cast<int>(d_->tail_samples()); }
+  Result<std::unique_ptr<FamilyCodecStream>> CreateStream(size_t max_frames_per_call,
+                                                          int max_threads) const override {
+    LFM_ASSIGN_OR_RETURN(std::unique_ptr<Lfm25DetokenizerSession> s,
+                         Lfm25DetokenizerSession::Create(*d_, max_frames_per_call, max_threads));
+    return std::unique_ptr<FamilyCodecStream>(new Lfm25CodecStream(std::move(s)));
+  }
+
+ private:
+  std::unique_ptr<Lfm25Detokenizer> d_;
+};
+
+Result<std::unique_ptr<FamilyCodec>> LoadLfm25Codec(const std::string& dir) {
+  LFM_ASSIGN_OR_RETURN(std::unique_ptr<Lfm25Detokenizer> d, Lfm25Detokenizer::Load(dir));
+  return std::unique_ptr<FamilyCodec>(new Lfm25Codec(std::move(d)));
+}
+
+bool ListHas(const nlohmann::json& j, const char* key, const char* value) {
+  auto it = j.find(key);
+  if (it == j.end() || !it->is_array()) return false;
+  for (const auto& v : *it) {
+    if (v.is_string() && v.get<std::string>() == value) return true;
+  }
+  return false;
+}
+
+// Liquid's GGUF release (no config.json; the files say what they are); liquid-audio's
+// "LFM2AudioModel" config, or one without "architectures" that has its sections; the detokenizer's
+// own folder ("Lfm25AudioTokenizer").
+bool ClaimsLfm25(const FamilyFiles& f) {
+  if (LooksLikeGgufRelease(f.dir)) return true;
+  if (f.config == nullptr) return false;
+  const nlohmann::json& c = *f.config;
+  return ListHas(c, "architectures", "LFM2AudioModel") ||
+         ListHas(c, "architectures", "Lfm25AudioTokenizer") ||
+         (!c.contains("architectures") && c.contains("lfm") && c.contains("depthformer"));
+}
+
+}  // namespace
+
+extern const FamilyEntry k_lfm25_family;
+const FamilyEntry k_lfm25_family = {"LFM2.5-Audio", "architectures [\"LFM2AudioModel\"]", &ClaimsLfm25,
+                                    &LoadLfm25Family, &LoadLfm25Codec};
 
 }  // namespace lfmvox
