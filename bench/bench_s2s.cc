@@ -3,7 +3,9 @@
 //   - front end + encoder real-time factor on a 10 s clip;
 //   - prefill tokens/s for a spoken question (tests/data/inputs/question.wav, 4.9 s);
 //   - time to the first audio sample of an interleaved answer;
-//   - real-time factor of the whole interleaved answer (wall time ÷ audio produced);
+//   - real-time factor of the whole interleaved answer (wall time ÷ audio produced, the prompt's
+//     prefill included: "rtf"), and of the answer once it speaks (from the first PCM to the end ÷
+//     the audio produced after the first chunk: "rtf_speaking", what a live listener waits on);
 //   - TTS: time to the first audio sample and real-time factor of a sentence.
 //   bench_s2s [--model DIR] [--threads 1,2] [--max-new N] [--json]
 // DIR is a Hugging Face snapshot or a GGUF release (folder or one of its
@@ -98,7 +100,7 @@ int main(int argc, char** argv) {
     GenerateOptions o = GenerateOptions::ForSpeechToSpeech(**model);
     o.max_new_tokens = max_new;
     double first_item = 0, first_audio = 0;
-    size_t samples = 0;
+    size_t samples = 0, first_samples = 0;
     int items = 0;
     OutputCallbacks cb;
     cb.on_text = [&](int32_t, std::string_view) {
@@ -110,12 +112,16 @@ int main(int argc, char** argv) {
       return Status::Ok();
     };
     cb.on_pcm = [&](std::span<const float> pcm) {
-      if (samples == 0 && !pcm.empty()) first_audio = Now();
+      if (samples == 0 && !pcm.empty()) {
+        first_audio = Now();
+        first_samples = pcm.size();
+      }
       samples += pcm.size();
       return Status::Ok();
     };
     t0 = Now();
     auto r = c.Generate(o, cb);
+    const double t_end = Now();
     const double total = Now() - t0;
     if (!r.ok()) {
       std::fprintf(stderr, "%s\n", r.status().ToString().c_str());
@@ -123,21 +129,24 @@ int main(int argc, char** argv) {
     }
     const double audio_s = static_cast<double>(samples) / (*model)->sample_rate();
     const double rtf = audio_s > 0 ? total / audio_s : NAN;
+    const double spoken_after_first = static_cast<double>(samples - first_samples) / (*model)->sample_rate();
+    const double rtf_speaking = spoken_after_first > 0 ? (t_end - first_audio) / spoken_after_first : NAN;
     const double first_audio_s = samples ? question_encode + (first_audio - t0) : NAN;
     if (json) {
       std::printf(
           "{\"bench\":\"s2s\",\"format\":\"%s\",\"threads\":%d,\"cpu\":\"%s\",\"rtf\":%.3f,"
-          "\"first_audio_s\":%.3f,\"question_encode_s\":%.3f,\"encoder_rtf\":%.4f,\"text_tokens\":%d,"
+          "\"rtf_speaking\":%.3f,\"first_audio_s\":%.3f,\"question_encode_s\":%.3f,\"encoder_rtf\":%.4f,"
+          "\"text_tokens\":%d,"
           "\"audio_frames\":%d,\"audio_s\":%.2f,\"loadavg\":%.2f}\n",
-          format.c_str(), threads, bench::CpuModel().c_str(), rtf, first_audio_s, question_encode,
-          encode / 10.0, r->text_tokens, r->audio_frames, audio_s, bench::LoadAverage());
+          format.c_str(), threads, bench::CpuModel().c_str(), rtf, rtf_speaking, first_audio_s,
+          question_encode, encode / 10.0, r->text_tokens, r->audio_frames, audio_s, bench::LoadAverage());
     } else {
       std::printf(
           "threads %d: encoder 10 s clip in %.3f s (RTF %.3f) | question 4.9 s encoded in %.3f s, prefill + "
           "first item %.2f s | first audio sample %.2f s after the question | answer: %d text + %d frames, "
-          "%.2f s of speech in %.2f s (RTF %.2f)\n",
+          "%.2f s of speech in %.2f s (RTF %.2f; %.2f once speaking)\n",
           threads, encode, encode / 10.0, question_encode, first_item - t0, first_audio_s, r->text_tokens,
-          r->audio_frames, audio_s, total, rtf);
+          r->audio_frames, audio_s, total, rtf, rtf_speaking);
     }
     // TTS: one sentence, sequential generation, sampled audio.
     c.Reset();
