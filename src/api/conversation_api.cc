@@ -9,6 +9,7 @@
 
 #include "api/engine_core.h"
 #include "api/family.h"
+#include "base/json_parse.h"
 #include "base/status.h"
 #include "io/audio_file.h"
 #include "io/file_util.h"
@@ -224,9 +225,14 @@ bool IntIn(const nlohmann::json& x, int64_t lo, int64_t hi, int32_t* out) {
 
 }  // namespace
 
+// A prompt is a list of segments ({"text"}, {"ids": [...]}, {"audio": path}, {"audio_out": [[...]]}):
+// three levels; its values are its ids and codes.
+constexpr JsonLimits kPromptLimits = {.max_depth = 8, .max_values = size_t{1} << 22};
+
 Status Conversation::AddPromptJson(std::string_view text, const std::string& base_dir) {
-  const nlohmann::json j = nlohmann::json::parse(text.begin(), text.end(), nullptr, false);
-  if (j.is_discarded()) return InvalidArgument("the prompt is not valid JSON");
+  Result<nlohmann::json> parsed = ParseJson(text, "the prompt", kPromptLimits);
+  if (!parsed.ok()) return InvalidArgument(parsed.status().message());
+  const nlohmann::json& j = *parsed;
   if (!j.is_array())
     return InvalidArgument("the prompt must be a JSON list of segments like {\"text\": \"...\"}");
   const int C = impl_->model->num_codebooks();

@@ -2,9 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
-#include <iterator>
 #include <nlohmann/json.hpp>
+
+#include "base/file_read.h"
+#include "base/json_parse.h"
 
 namespace lfmvox {
 
@@ -62,11 +63,8 @@ Status ToInt(const json& v, const char* key, const std::string& where, const cha
 }  // namespace
 
 Result<json> ReadJsonFile(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return NotFound("cannot open " + path);
-  const std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return DataLoss(path + " is not valid JSON");
+  LFM_ASSIGN_OR_RETURN(const std::string text, ReadFileToString(path, kMaxConfigBytes));
+  LFM_ASSIGN_OR_RETURN(json j, ParseJson(text, path, kConfigLimits));
   if (!j.is_object()) return DataLoss(path + " must hold a JSON object");
   return j;
 }

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "base/json_parse.h"
 #include "base/status.h"
 
 namespace lfmvox {
@@ -23,7 +24,11 @@ namespace lfmvox {
 // its type and size (never dumped whole: a hostile value can nest deep enough to exhaust the stack).
 std::string JsonPreview(const nlohmann::json& v);
 
-// Reads and parses a JSON file holding an object; the error names the file.
+// Reads and parses a JSON file holding an object (a model's config.json); the error names the file.
+// A config is small: files over kMaxConfigBytes, nested deeper or holding more values than
+// kConfigLimits, and anything but a regular file are refused before a document is built.
+inline constexpr uint64_t kMaxConfigBytes = uint64_t{16} << 20;
+inline constexpr JsonLimits kConfigLimits = {.max_depth = 32, .max_values = size_t{1} << 20};
 Result<nlohmann::json> ReadJsonFile(const std::string& path);
 
 // True when `key` is present and not null.

@@ -2,8 +2,9 @@
 
 #include <cstring>
 #include <fstream>
-#include <iterator>
 #include <sstream>
+
+#include "base/file_read.h"
 
 namespace lfmvox {
 
@@ -184,9 +185,8 @@ Result<NpyArray> ParseNpy(std::string_view data) {
 }
 
 Result<NpyArray> ReadNpy(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return NotFound("cannot open " + path);
-  std::string data((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  // Regular files only (a FIFO would block, a directory throw), at most kMaxNpyFileBytes.
+  LFM_ASSIGN_OR_RETURN(const std::string data, ReadFileToString(path, kMaxNpyFileBytes));
   Result<NpyArray> r = ParseNpy(data);
   if (!r.ok()) return r.status().WithContext(path);
   return r;

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 #include <tuple>
 
+#include "base/json_parse.h"
 #include "io/file_util.h"
 
 namespace lfmvox {
@@ -28,6 +29,10 @@ using json = nlohmann::json;
 
 constexpr char kMetadataKey[] = "__metadata__";
 constexpr uint64_t kMaxIndexBytes = 100ull << 20;
+// A header is {name: {dtype, shape: [...], data_offsets: [a, b]}, "__metadata__": {str: str}}: three
+// levels, ~8 values a tensor; the index {"weight_map": {name: file}, "metadata": {...}}. 2^21 values
+// is a quarter of a million tensors.
+constexpr JsonLimits kHeaderLimits = {.max_depth = 8, .max_values = size_t{1} << 21};
 
 uint64_t LoadLe64(const char* p) {
   uint64_t v = 0;
@@ -138,8 +143,7 @@ Result<SafetensorsHeader> ParseSafetensorsHeader(std::string_view file) {
                   static_cast<unsigned long long>(n), file.size()));
   }
   const char* text = file.data() + 8;
-  const json root = json::parse(text, text + n, /*cb=*/nullptr, /*allow_exceptions=*/false);
-  if (root.is_discarded()) return DataLoss("header is not valid JSON");
+  LFM_ASSIGN_OR_RETURN(const json root, ParseJson(std::string_view(text, n), "the header", kHeaderLimits));
   if (!root.is_object()) return DataLoss("header JSON is not an object");
 
   SafetensorsHeader h;
@@ -310,8 +314,7 @@ Result<Checkpoint> Checkpoint::Open(const std::string& path) {
   // Sharded: {"weight_map": {tensor name: shard file}}.
   const std::string index_name = index.string();
   LFM_ASSIGN_OR_RETURN(const std::string text, ReadFileToString(index_name, kMaxIndexBytes));
-  const json root = json::parse(text, /*cb=*/nullptr, /*allow_exceptions=*/false);
-  if (root.is_discarded()) return DataLoss(index_name + " is not valid JSON");
+  LFM_ASSIGN_OR_RETURN(const json root, ParseJson(text, index_name, kHeaderLimits));
   const auto map = root.is_object() ? root.find("weight_map") : root.end();
   if (map == root.end() || !map->is_object()) {
     return DataLoss(index_name + " lacks a \"weight_map\" object {tensor name: shard file}");

@@ -9,6 +9,8 @@
 #include <nlohmann/json.hpp>
 #include <utility>
 
+#include "base/file_read.h"
+#include "base/json_parse.h"
 #include "text/bpe.h"
 #include "text/json_fields.h"
 #include "text/regex.h"
@@ -531,36 +533,17 @@ Result<std::shared_ptr<TokenizerData>> BuildTokenizerData(const json& root) {
 using text::TokenizerData;
 
 Result<Tokenizer> Tokenizer::LoadJson(std::string_view json_text) {
-  text::json root;
-  try {
-    root = text::json::parse(json_text.begin(), json_text.end());
-  } catch (const text::json::exception& e) {  // nlohmann reports the byte position; it never escapes here
-    return DataLoss(std::string("tokenizer.json is not valid JSON: ") + e.what());
+  if (json_text.size() > text::kMaxFileBytes) {
+    return OutOfRange(StrFormat("tokenizer.json of %zu bytes is larger than the %llu a tokenizer needs",
+                                json_text.size(), static_cast<unsigned long long>(text::kMaxFileBytes)));
   }
+  LFM_ASSIGN_OR_RETURN(const text::json root, ParseJson(json_text, "tokenizer.json", text::kJsonLimits));
   LFM_ASSIGN_OR_RETURN(std::shared_ptr<TokenizerData> data, text::BuildTokenizerData(root));
   return Tokenizer(std::move(data));
 }
 
 Result<Tokenizer> Tokenizer::LoadFile(const std::string& tokenizer_json_path) {
-  std::FILE* f = std::fopen(tokenizer_json_path.c_str(), "rb");
-  if (f == nullptr) {
-    const int err = errno;
-    std::string message = "cannot open " + tokenizer_json_path + ": " + std::strerror(err);
-    return err == ENOENT || err == ENOTDIR ? NotFound(std::move(message)) : IoError(std::move(message));
-  }
-  std::string data;
-  char buf[1 << 16];
-  size_t n = 0;
-  while ((n = std::fread(buf, 1, sizeof(buf), f)) > 0) {
-    data.append(buf, n);
-    if (data.size() > text::kMaxFileBytes) break;
-  }
-  const bool failed = std::ferror(f) != 0;
-  std::fclose(f);
-  if (failed) return IoError("cannot read " + tokenizer_json_path);
-  if (data.size() > text::kMaxFileBytes) {
-    return OutOfRange(tokenizer_json_path + " is larger than 1 GiB; it cannot be a tokenizer.json");
-  }
+  LFM_ASSIGN_OR_RETURN(const std::string data, ReadFileToString(tokenizer_json_path, text::kMaxFileBytes));
   Result<Tokenizer> tokenizer = LoadJson(data);
   if (!tokenizer.ok()) return tokenizer.status().WithContext(tokenizer_json_path);
   return tokenizer;

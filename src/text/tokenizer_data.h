@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/json_parse.h"
 #include "base/status.h"
 #include "text/bpe.h"
 #include "text/regex.h"
@@ -22,8 +23,12 @@ namespace lfmvox::text {
 // gigabytes.
 inline constexpr int64_t kMaxTokenId = (int64_t{1} << 21) - 1;
 // The largest tokenizer.json read, and the most token and merge text a GGUF vocabulary may hold: the id
-// table's 32-bit arena offsets rely on it.
-inline constexpr uint64_t kMaxFileBytes = uint64_t{1} << 30;
+// table's 32-bit arena offsets rely on it. Real files are far smaller (LFM2's 4.7 MB; 262k-token
+// vocabularies with their merges ~35 MB).
+inline constexpr uint64_t kMaxFileBytes = uint64_t{64} << 20;
+// A tokenizer.json nests a handful of levels (normalizer/pre_tokenizer sequences); its values are
+// about three per vocabulary entry and merge.
+inline constexpr JsonLimits kJsonLimits = {.max_depth = 32, .max_values = size_t{1} << 23};
 
 struct AddedToken {
   std::string content;

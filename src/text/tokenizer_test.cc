@@ -621,14 +621,17 @@ TEST(TokenizerLoadTest, RejectsMalformedFiles) {
   json nested = nullptr;
   for (int i = 0; i < 100; ++i) nested = {{"type", "Sequence"}, {"pretokenizers", json::array({nested})}};
   j["pre_tokenizer"] = nested;
-  ExpectLoadError(j, StatusCode::kDataLoss, "Sequences nest more than");
-  // A merge nested 100,000 deep: the error names its type without dumping it (which would recurse). The
-  // text is spliced by hand because dumping it here would recurse as well.
+  // 100 nested Sequences are 201 JSON levels: refused by the parse's depth limit (base/json_parse.h)
+  // before any component parser recurses.
+  ExpectLoadError(j, StatusCode::kOutOfRange, "tokenizer.json nests arrays/objects deeper than 32 levels");
+  // A merge nested 100,000 deep: refused the same way, before a document exists (building and
+  // destroying it, or dumping it into a message, would recurse). The text is spliced by hand because
+  // dumping it here would recurse as well.
   j = good;
   j["model"]["merges"] = "MERGES";
   std::string deep = j.dump();
   deep.replace(deep.find("\"MERGES\""), 8, "[" + std::string(100000, '[') + std::string(100000, ']') + "]");
-  ExpectLoadError(deep, StatusCode::kDataLoss, "model.merges[0] is an array with 1 entries");
+  ExpectLoadError(deep, StatusCode::kOutOfRange, "tokenizer.json nests arrays/objects deeper than 32 levels");
   j = good;
   j["truncation"] = json::parse(R"({"max_length": 512})");
   ExpectLoadError(j, StatusCode::kUnimplemented, "truncation");

@@ -328,7 +328,7 @@ constexpr char kPublishedDetokenizer[] = R"({
 Result<nlohmann::json> BaseConfig(const GgufFile* f, const char* key, const char* published) {
   if (f != nullptr && f->metadata().Has(key)) {
     LFM_ASSIGN_OR_RETURN(std::string text, f->metadata().GetString(key));
-    nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+    LFM_ASSIGN_OR_RETURN(nlohmann::json j, ParseJson(text, f->path() + ": " + key, kConfigLimits));
     if (!j.is_object()) return InvalidArgument(f->path() + ": " + key + " is not a JSON object");
     return j;
   }
