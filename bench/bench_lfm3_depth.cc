@@ -1,7 +1,8 @@
 // LFM3-Audio depth decoder benchmark at the real size (spec LFM3_AUDIO.md §1.4, §2: text hidden 2048,
 // depth width 1024, 3 attention layers, 32 / 8 heads of 32, FFN 2816, 12 codebooks × 2017): the three
-// MaskGIT passes of one frame, 1 and 2 threads, BF16 weights as released.
-//   bench_lfm3_depth [--model DIR] [--frames N] [--threads 1,2] [--batch B]
+// MaskGIT passes of one frame, 1 and 2 threads, BF16 weights as released and the depth decoder's matrices
+// quantized to Q8_0 at load (llama.cpp's integer path).
+//   bench_lfm3_depth [--model DIR] [--frames N] [--threads 1,2] [--formats BF16,Q8_0] [--batch B]
 // Without --model it writes a random real-size checkpoint in the lfm3_tiny layout
 // (tools/lfm3_checkpoint_gen.h: the oracle's names, config.json and value recipe; gates on layers 0 and 2,
 // sandwich norms everywhere) to a temp folder, once. One JSON line per configuration: "bench":"lfm3_depth",
@@ -13,6 +14,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -23,12 +26,49 @@
 #include "models/lfm3_audio/depth_decoder.h"
 #include "models/lfm3_audio/lfm3_config.h"
 #include "ops/ops.h"
+#include "tensor/dtype.h"
+#include "tensor/matrix.h"
+#include "tensor/quant.h"
 #include "threading/thread_team.h"
 #include "tools/lfm3_checkpoint_gen.h"
 
 using namespace lfmvox;
 
 namespace {
+
+// The checkpoint with every depth-decoder matrix (and codebook_embedding) quantized to `f` at load, as a
+// GGUF release of that type would hold them; vectors stay as stored.
+Result<Checkpoint> Quantized(Checkpoint src, WeightFormat f, DType dtype) {
+  struct Owner {
+    Checkpoint src;
+    std::vector<std::vector<uint8_t>> data;
+  };
+  auto owner = std::make_shared<Owner>(Owner{std::move(src), {}});
+  std::map<std::string, TensorView, std::less<>> views;
+  const std::vector<std::string> names = owner->src.Names();
+  owner->data.reserve(names.size());
+  std::vector<float> row;
+  for (const std::string& n : names) {
+    LFM_ASSIGN_OR_RETURN(TensorView t, owner->src.Get(n));
+    const bool depth = n.rfind("depth_decoder.", 0) == 0 || n == "codebook_embedding.weight";
+    if (!depth || t.shape.rank != 2 || t.dtype != DType::kBF16 || FormatRowBytes(f, t.shape[1]) == 0) {
+      views[n] = t;
+      continue;
+    }
+    const size_t rows = static_cast<size_t>(t.shape[0]), cols = static_cast<size_t>(t.shape[1]);
+    const size_t rb = FormatRowBytes(f, cols);
+    std::vector<uint8_t>& out = owner->data.emplace_back(rows * rb);
+    row.resize(cols);
+    const uint16_t* in = t.as<uint16_t>();
+    for (size_t r = 0; r < rows; ++r) {
+      for (size_t c = 0; c < cols; ++c) row[c] = Bf16ToF32(in[r * cols + c]);
+      QuantizeRow(f, row.data(), cols, out.data() + r * rb);
+    }
+    views[n] = TensorView{dtype, t.shape, out.data()};
+  }
+  const std::string path = owner->src.path();
+  return Checkpoint::FromViews(path, std::move(views), owner);
+}
 
 int Fail(const Status& s) {
   std::fprintf(stderr, "%s\n", s.ToString().c_str());
@@ -40,7 +80,7 @@ int Fail(const Status& s) {
 int main(int argc, char** argv) {
   std::string dir;
   int frames = 30, batch = 1;
-  std::vector<std::string> thread_list = {"1", "2"};
+  std::vector<std::string> thread_list = {"1", "2"}, format_list = {"BF16", "Q8_0"};
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i];
     if (k == "--model")
@@ -49,6 +89,8 @@ int main(int argc, char** argv) {
       frames = std::max(5, std::atoi(argv[i + 1]));
     else if (k == "--threads")
       thread_list = bench::SplitList(argv[i + 1]);
+    else if (k == "--formats")
+      format_list = bench::SplitList(argv[i + 1]);
     else if (k == "--batch")
       batch = std::max(1, std::atoi(argv[i + 1]));
   }
@@ -62,62 +104,71 @@ int main(int argc, char** argv) {
   }
   Result<Lfm3Config> cfg = Lfm3Config::Load(dir + "/config.json");
   if (!cfg.ok()) return Fail(cfg.status());
-  Result<Checkpoint> ckpt = Checkpoint::Open(dir + "/model.safetensors");
-  if (!ckpt.ok()) return Fail(ckpt.status());
-  Result<Lfm3DepthDecoder> model = Lfm3DepthDecoder::Load(*ckpt, *cfg);
-  if (!model.ok()) return Fail(model.status());
   Result<nlohmann::json> root = ReadJsonFile(dir + "/config.json");
   if (!root.ok()) return Fail(root.status());
   Result<Lfm3AudioSampling> sampling = Lfm3AudioSampling::FromJson(*root, dir + "/config.json");
   if (!sampling.ok()) return Fail(sampling.status());
-  const Lfm3DepthDecoder& m = *model;
-  const double bytes = static_cast<double>(m.weight_bytes());
-  std::fprintf(
-      stderr, "depth decoder: width %d, %d codebooks × %d, text hidden %d; %.1f MB read per frame; %s\n",
-      m.width(), m.codebooks(), m.codebook_size(), m.text_hidden(), bytes / 1e6, ops::ChosenTarget());
+  for (const std::string& format : format_list) {
+    Result<Checkpoint> ckpt = Checkpoint::Open(dir + "/model.safetensors");
+    if (!ckpt.ok()) return Fail(ckpt.status());
+    if (format == "Q8_0") {
+      ckpt = Quantized(std::move(ckpt).value(), WeightFormat::kQ8_0, DType::kQ8_0);
+      if (!ckpt.ok()) return Fail(ckpt.status());
+    } else if (format != "BF16") {
+      std::fprintf(stderr, "unknown format %s (BF16 or Q8_0)\n", format.c_str());
+      return 2;
+    }
+    Result<Lfm3DepthDecoder> model = Lfm3DepthDecoder::Load(*ckpt, *cfg);
+    if (!model.ok()) return Fail(model.status());
+    const Lfm3DepthDecoder& m = *model;
+    const double bytes = static_cast<double>(m.weight_bytes());
+    std::fprintf(
+        stderr, "depth decoder: width %d, %d codebooks × %d, text hidden %d; %.1f MB read per frame; %s\n",
+        m.width(), m.codebooks(), m.codebook_size(), m.text_hidden(), bytes / 1e6, ops::ChosenTarget());
 
-  // Hidden states: unit-RMS rows (as a final-normed backbone state with norm weight 1).
-  const size_t Ht = static_cast<size_t>(m.text_hidden());
-  std::vector<float> h(static_cast<size_t>(batch) * Ht);
-  uint64_t r = 99;
-  for (float& v : h) {
-    r = r * 6364136223846793005ull + 1442695040888963407ull;
-    v = static_cast<float>(static_cast<int32_t>(r >> 32)) * (1.7320508f / 2147483648.0f);
-  }
+    // Hidden states: unit-RMS rows (as a final-normed backbone state with norm weight 1).
+    const size_t Ht = static_cast<size_t>(m.text_hidden());
+    std::vector<float> h(static_cast<size_t>(batch) * Ht);
+    uint64_t r = 99;
+    for (float& v : h) {
+      r = r * 6364136223846793005ull + 1442695040888963407ull;
+      v = static_cast<float>(static_cast<int32_t>(r >> 32)) * (1.7320508f / 2147483648.0f);
+    }
 
-  for (const std::string& ts : thread_list) {
-    const int threads = std::max(1, std::atoi(ts.c_str()));
-    ThreadTeam team(threads);
-    Result<Lfm3DepthScratch> scratch = Lfm3DepthScratch::Create(m, static_cast<size_t>(batch), threads);
-    if (!scratch.ok()) return Fail(scratch.status());
-    std::vector<Lfm3DepthState> states;
-    for (int b = 0; b < batch; ++b) {
-      Result<Lfm3DepthState> s = Lfm3DepthState::Create(m, *sampling, 1000 + static_cast<uint64_t>(b));
-      if (!s.ok()) return Fail(s.status());
-      states.push_back(std::move(s).value());
+    for (const std::string& ts : thread_list) {
+      const int threads = std::max(1, std::atoi(ts.c_str()));
+      ThreadTeam team(threads);
+      Result<Lfm3DepthScratch> scratch = Lfm3DepthScratch::Create(m, static_cast<size_t>(batch), threads);
+      if (!scratch.ok()) return Fail(scratch.status());
+      std::vector<Lfm3DepthState> states;
+      for (int b = 0; b < batch; ++b) {
+        Result<Lfm3DepthState> s = Lfm3DepthState::Create(m, *sampling, 1000 + static_cast<uint64_t>(b));
+        if (!s.ok()) return Fail(s.status());
+        states.push_back(std::move(s).value());
+      }
+      std::vector<const float*> hs;
+      std::vector<Lfm3DepthState*> ptrs;
+      for (int b = 0; b < batch; ++b) {
+        hs.push_back(h.data() + static_cast<size_t>(b) * Ht);
+        ptrs.push_back(&states[static_cast<size_t>(b)]);
+      }
+      std::vector<double> ms;
+      for (int f = -3; f < frames; ++f) {
+        const double t0 = bench::Now();
+        const Status s = DecodeFrames(m, hs, ptrs, *scratch, team, nullptr);
+        if (!s.ok()) return Fail(s);
+        if (f >= 0) ms.push_back((bench::Now() - t0) * 1e3);
+      }
+      std::sort(ms.begin(), ms.end());
+      const double med = ms[ms.size() / 2], p90 = ms[ms.size() * 9 / 10];
+      std::printf(
+          "{\"bench\":\"lfm3_depth\",\"format\":\"%s\",\"threads\":%d,\"batch\":%d,\"cpu\":\"%s\",\"frame_"
+          "ms\":%.3f,"
+          "\"p90_ms\":%.3f,\"frames\":%d,\"weight_mb\":%.1f,\"weight_gb_per_s\":%.2f,\"load_avg\":%.2f}\n",
+          format.c_str(), threads, batch, bench::CpuModel().c_str(), med, p90, frames, bytes / 1e6,
+          bytes / (med * 1e-3) / 1e9, bench::LoadAverage());
+      std::fflush(stdout);
     }
-    std::vector<const float*> hs;
-    std::vector<Lfm3DepthState*> ptrs;
-    for (int b = 0; b < batch; ++b) {
-      hs.push_back(h.data() + static_cast<size_t>(b) * Ht);
-      ptrs.push_back(&states[static_cast<size_t>(b)]);
-    }
-    std::vector<double> ms;
-    for (int f = -3; f < frames; ++f) {
-      const double t0 = bench::Now();
-      const Status s = DecodeFrames(m, hs, ptrs, *scratch, team, nullptr);
-      if (!s.ok()) return Fail(s);
-      if (f >= 0) ms.push_back((bench::Now() - t0) * 1e3);
-    }
-    std::sort(ms.begin(), ms.end());
-    const double med = ms[ms.size() / 2], p90 = ms[ms.size() * 9 / 10];
-    std::printf(
-        "{\"bench\":\"lfm3_depth\",\"format\":\"BF16\",\"threads\":%d,\"batch\":%d,\"cpu\":\"%s\",\"frame_"
-        "ms\":%.3f,"
-        "\"p90_ms\":%.3f,\"frames\":%d,\"weight_mb\":%.1f,\"weight_gb_per_s\":%.2f,\"load_avg\":%.2f}\n",
-        threads, batch, bench::CpuModel().c_str(), med, p90, frames, bytes / 1e6, bytes / (med * 1e-3) / 1e9,
-        bench::LoadAverage());
-    std::fflush(stdout);
   }
   return 0;
 }

@@ -500,6 +500,16 @@ TEST(Lfm3Depth, SamplingSettingsComeFromTheFiles) {
       EXPECT_NE(r.status().message().find("config.json"), std::string::npos) << r.status().ToString();
     }
   }
+  // The section sits beside the rest of config.json: the model's own parser accepts the file with it.
+  if (HaveData()) {
+    nlohmann::json cfg = Config();
+    cfg["generation"] = {{"audio_temperature", 0.4}, {"audio_top_k", nullptr}};
+    EXPECT_TRUE(Lfm3Config::FromJson(cfg, "config.json").ok());
+    Result<Lfm3AudioSampling> r = Lfm3AudioSampling::FromJson(cfg, "config.json");
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ(r->temperature, 0.4f);
+    EXPECT_EQ(r->repetition_window, 4096);  // not given: LFM3-Audio's default
+  }
   // A caller's override is validated when a state is made.
   Lfm3AudioSampling s;
   s.repetition_penalty = 0;
