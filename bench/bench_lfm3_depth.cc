@@ -3,6 +3,7 @@
 // MaskGIT passes of one frame, 1 and 2 threads, BF16 weights as released and the depth decoder's matrices
 // quantized to Q8_0 at load (llama.cpp's integer path).
 //   bench_lfm3_depth [--model DIR] [--frames N] [--threads 1,2] [--formats BF16,Q8_0] [--batch B]
+//                    [--all-rows 1: every slot through the last layer, as in the parity tests]
 // Without --model it writes a random real-size checkpoint in the lfm3_tiny layout
 // (tools/lfm3_checkpoint_gen.h: the oracle's names, config.json and value recipe; gates on layers 0 and 2,
 // sandwich norms everywhere) to a temp folder, once. One JSON line per configuration: "bench":"lfm3_depth",
@@ -87,6 +88,7 @@ int Fail(const Status& s) {
 int main(int argc, char** argv) {
   std::string dir;
   int frames = 30, batch = 1;
+  bool all_rows = false;
   std::vector<std::string> thread_list = {"1", "2"}, format_list = {"BF16", "Q8_0"};
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i];
@@ -96,6 +98,8 @@ int main(int argc, char** argv) {
       frames = std::max(5, std::atoi(argv[i + 1]));
     else if (k == "--threads")
       thread_list = bench::SplitList(argv[i + 1]);
+    else if (k == "--all-rows")
+      all_rows = std::atoi(argv[i + 1]) != 0;
     else if (k == "--formats")
       format_list = bench::SplitList(argv[i + 1]);
     else if (k == "--batch")
@@ -147,6 +151,7 @@ int main(int argc, char** argv) {
       ThreadTeam team(threads);
       Result<Lfm3DepthScratch> scratch = Lfm3DepthScratch::Create(m, static_cast<size_t>(batch), threads);
       if (!scratch.ok()) return Fail(scratch.status());
+      scratch->set_all_rows(all_rows);
       std::vector<Lfm3DepthState> states;
       for (int b = 0; b < batch; ++b) {
         Result<Lfm3DepthState> s = Lfm3DepthState::Create(m, *sampling, 1000 + static_cast<uint64_t>(b));
@@ -175,12 +180,13 @@ int main(int argc, char** argv) {
       std::sort(cpu.begin(), cpu.end());
       const double med = ms[ms.size() / 2], p90 = ms[ms.size() * 9 / 10], min = ms.front();
       std::printf(
-          "{\"bench\":\"lfm3_depth\",\"format\":\"%s\",\"threads\":%d,\"batch\":%d,\"cpu\":\"%s\","
+          "{\"bench\":\"lfm3_depth\",\"format\":\"%s\",\"threads\":%d,\"batch\":%d,\"all_rows\":%d,\"cpu\":"
+          "\"%s\","
           "\"frame_ms\":%.3f,\"min_ms\":%.3f,\"p90_ms\":%.3f,\"cpu_ms\":%.3f,\"frames\":%d,\"weight_mb\":%."
           "1f,"
           "\"weight_gb_per_s\":%.2f,\"load_avg\":%.2f}\n",
-          format.c_str(), threads, batch, bench::CpuModel().c_str(), med, min, p90, cpu[cpu.size() / 2],
-          frames, bytes / 1e6, bytes / (med * 1e-3) / 1e9, bench::LoadAverage());
+          format.c_str(), threads, batch, all_rows ? 1 : 0, bench::CpuModel().c_str(), med, min, p90,
+          cpu[cpu.size() / 2], frames, bytes / 1e6, bytes / (med * 1e-3) / 1e9, bench::LoadAverage());
       std::fflush(stdout);
     }
   }

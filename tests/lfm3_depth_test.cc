@@ -106,13 +106,14 @@ struct Frame {
 
 std::unique_ptr<Frame> Decode(const Lfm3DepthDecoder& m, const std::vector<float>& h,
                               const Lfm3AudioSampling& s, uint64_t seed, const std::vector<int64_t>& history,
-                              int threads, bool trace) {
+                              int threads, bool trace, bool all_rows = true) {
   auto f = std::make_unique<Frame>();
   Result<Lfm3DepthState> state = Lfm3DepthState::Create(m, s, seed);
   Result<Lfm3DepthScratch> scratch = Lfm3DepthScratch::Create(m, 1, threads);
   EXPECT_TRUE(state.ok()) << state.status().ToString();
   EXPECT_TRUE(scratch.ok()) << scratch.status().ToString();
   if (!state.ok() || !scratch.ok()) return f;
+  scratch->set_all_rows(all_rows);
   const size_t C = static_cast<size_t>(m.codebooks());
   for (size_t r = 0; r + C <= history.size(); r += C) {
     std::vector<int32_t> frame(history.begin() + static_cast<long>(r),
@@ -316,6 +317,43 @@ TEST(Lfm3Depth, BatchedStreamsEqualEachAlone) {
     }
     EXPECT_EQ(batched[b], alone) << "stream " << b;
     EXPECT_EQ(s->history_frames(), streams[b].s.repetition_penalty != 1 ? 3u : 0u);
+  }
+}
+
+// Only the revealed codebooks through the last layer (the default) gives the same head norms, logits and
+// codes as every slot, bit for bit; its final_norm rows are the full run's rows of the wanted slots.
+TEST(Lfm3Depth, KeepingOnlyTheWantedRowsChangesNoBit) {
+  if (!HaveData()) GTEST_SKIP() << "tests/data/lfm3_tiny is not present";
+  Loaded l = LoadTiny();
+  ASSERT_TRUE(l.model);
+  const std::vector<float> h = Trace("depth__h");
+  const std::vector<int64_t> history = TraceInt("depth__sampled__history");
+  for (const Lfm3AudioSampling& s : {Greedy(), Lfm3AudioSampling{}}) {
+    for (int threads : {1, 2}) {
+      std::unique_ptr<Frame> full = Decode(*l.model, h, s, 45, history, threads, true, true);
+      std::unique_ptr<Frame> kept = Decode(*l.model, h, s, 45, history, threads, true, false);
+      EXPECT_EQ(kept->codes, full->codes);
+      EXPECT_EQ(kept->order, full->order);
+      EXPECT_EQ(kept->rng_state, full->rng_state);
+      for (int p = 0; p < 3; ++p) {
+        const std::string ps = "pass" + std::to_string(p) + "/";
+        for (const char* t : {"in", "layer0_out", "layer1_out", "head_norm", "logits", "logits_penalized"}) {
+          EXPECT_EQ(kept->sink.tensors[ps + t], full->sink.tensors[ps + t]) << ps << t;
+        }
+        // final_norm: 4 rows, the wanted slots ascending, equal to those rows of the full run.
+        std::vector<int32_t> want(full->order.begin() + 4 * p, full->order.begin() + 4 * p + 4);
+        std::sort(want.begin(), want.end());
+        const std::vector<float>& kf = kept->sink.tensors[ps + "final_norm"];
+        const std::vector<float>& ff = full->sink.tensors[ps + "final_norm"];
+        ASSERT_EQ(kf.size(), 4u * 128);
+        ASSERT_EQ(ff.size(), 12u * 128);
+        for (size_t k = 0; k < 4; ++k) {
+          const auto a = kf.begin() + static_cast<long>(k * 128);
+          const auto b = ff.begin() + static_cast<long>(want[k] * 128);
+          EXPECT_TRUE(std::equal(a, a + 128, b)) << ps << "final_norm row of codebook " << want[k];
+        }
+      }
+    }
   }
 }
 

@@ -253,6 +253,7 @@ Result<Lfm3DepthScratch> Lfm3DepthScratch::Create(const Lfm3DepthDecoder& m, siz
   s.logits_.Reset(B * P * V);
   s.rows_.assign(B, C);
   s.pick_.assign(B, 0);
+  s.keep_.assign(B * P, 0);
   s.stack_states_.reserve(B);
   for (size_t b = 0; b < B; ++b) {
     LFM_ASSIGN_OR_RETURN(Lfm3State st, Lfm3State::Create(m.stack(), C));
@@ -350,19 +351,38 @@ Status DecodeFrames(const Lfm3DepthDecoder& m, std::span<const float* const> h,
     }
     TracePass(sink, p, "in", x, B * C, D);
 
-    // The bidirectional stack (it clears the states: fresh per pass), then its final norm.
+    // The bidirectional stack (it clears the states: fresh per pass), then its final norm. Unless the
+    // scratch runs all rows, only the pass's codebooks leave the last layer (Lfm3ForwardKeep): row k of
+    // x then holds keep_[k], each stream's wanted slots in ascending order.
+    size_t kept = 0;
+    if (!st.all_rows_) {
+      for (size_t b = 0; b < B; ++b) {
+        const Lfm3DepthState& s = *states[b];
+        size_t* w = st.keep_.data() + b * n;
+        for (size_t r = 0; r < n; ++r) w[r] = b * C + static_cast<size_t>(s.order_[at + r]);
+        std::sort(w, w + n);
+      }
+      kept = B * n;
+    }
     PrefixSink pass_sink(sink, p);
-    LFM_RETURN_IF_ERROR(Lfm3Forward(m.stack_, {st.state_ptrs_.data(), B}, {st.rows_.data(), B}, x,
-                                    st.stack_scratch_, team, sink ? &pass_sink : nullptr));
-    Lfm3FinalNorm(m.stack_, x, B * C, x);
-    TracePass(sink, p, "final_norm", x, B * C, D);
+    LFM_RETURN_IF_ERROR(Lfm3ForwardKeep(m.stack_, {st.state_ptrs_.data(), B}, {st.rows_.data(), B},
+                                        {st.keep_.data(), kept}, x, st.stack_scratch_, team,
+                                        sink ? &pass_sink : nullptr));
+    const size_t out_rows = st.all_rows_ ? B * C : kept;
+    Lfm3FinalNorm(m.stack_, x, out_rows, x);
+    TracePass(sink, p, "final_norm", x, out_rows, D);
 
     // Head norms of the wanted codebooks.
     for (size_t b = 0; b < B; ++b) {
       const Lfm3DepthState& s = *states[b];
       for (size_t r = 0; r < n; ++r) {
         const size_t i = static_cast<size_t>(s.order_[at + r]);
-        m.codebooks_t_[i].norm.Forward(x + (b * C + i) * D, 1, D, head + (b * n + r) * D, D);
+        size_t row = b * C + i;  // all rows: the slot itself
+        if (!st.all_rows_) {
+          const size_t* w = st.keep_.data() + b * n;
+          row = b * n + static_cast<size_t>(std::find(w, w + n, b * C + i) - w);
+        }
+        m.codebooks_t_[i].norm.Forward(x + row * D, 1, D, head + (b * n + r) * D, D);
       }
     }
     TracePass(sink, p, "head_norm", head, B * n, D);

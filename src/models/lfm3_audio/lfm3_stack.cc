@@ -190,8 +190,26 @@ size_t Lfm3Scratch::bytes() const {
          sizeof(float);
 }
 
-Status Lfm3Forward(const Lfm3Stack& stack, std::span<Lfm3State* const> states, std::span<const size_t> rows,
-                   float* x, Lfm3Scratch& sc, ThreadTeam& team, TraceSink* sink) {
+namespace {
+
+// Moves rows keep[k] of x [R, H], xn [R, H] and op [R, op_cols] to row k (keep increasing, so row
+// keep[k] >= k is still unread when row k is written); returns the new row count.
+size_t KeepRows(std::span<const size_t> keep, size_t H, size_t op_cols, float* x, float* xn, float* op) {
+  for (size_t k = 0; k < keep.size(); ++k) {
+    const size_t j = keep[k];
+    if (j == k) continue;
+    std::memcpy(x + k * H, x + j * H, H * sizeof(float));
+    std::memcpy(xn + k * H, xn + j * H, H * sizeof(float));
+    std::memcpy(op + k * op_cols, op + j * op_cols, op_cols * sizeof(float));
+  }
+  return keep.size();
+}
+
+}  // namespace
+
+Status Lfm3ForwardKeep(const Lfm3Stack& stack, std::span<Lfm3State* const> states,
+                       std::span<const size_t> rows, std::span<const size_t> keep, float* x, Lfm3Scratch& sc,
+                       ThreadTeam& team, TraceSink* sink) {
   const Lfm3StackConfig& cfg = stack.config();
   const bool attention = cfg.num_attention_layers() > 0;
   if (states.size() != rows.size()) return InvalidArgument("Lfm3Forward needs one row count per state");
@@ -216,6 +234,12 @@ Status Lfm3Forward(const Lfm3Stack& stack, std::span<Lfm3State* const> states, s
   if (R == 0) return Status::Ok();
   if (R > sc.max_rows_)
     return OutOfRange(StrFormat("%zu rows in one call exceed the scratch's %zu", R, sc.max_rows_));
+  for (size_t k = 0; k < keep.size(); ++k) {
+    if (keep[k] >= R || (k > 0 && keep[k] <= keep[k - 1])) {
+      return InvalidArgument(
+          StrFormat("the rows kept through the last layer must be increasing indices below %zu", R));
+    }
+  }
   if (attention && team.size() > sc.attn_.threads) {
     return InvalidArgument(StrFormat("a team of %d threads exceeds the %d this scratch was sized for",
                                      team.size(), sc.attn_.threads));
@@ -260,6 +284,7 @@ Status Lfm3Forward(const Lfm3Stack& stack, std::span<Lfm3State* const> states, s
     }
     if (L.kind == Lfm3LayerKind::kConv) {
       L.conv.Forward(xn, R, sc.conv_seqs_, wide, wide2, tmp, team);
+      if (!keep.empty() && li + 1 == stack.layers().size()) R = KeepRows(keep, H, H, x, xn, tmp);
     } else {
       const Lfm3Attention& a = L.attn;
       float* q = wide;           // [R, Q]
@@ -269,6 +294,7 @@ Status Lfm3Forward(const Lfm3Stack& stack, std::span<Lfm3State* const> states, s
       a.v_proj.Forward(xn, R, H, k + KV, 2 * KV, team);
       AttendSequences(shape, a.q_norm, a.k_norm, stack.rope(), sc.attn_seqs_, q, Q, k, k + KV, 2 * KV, wide2,
                       Q, sc.attn_, team);
+      if (!keep.empty() && li + 1 == stack.layers().size()) R = KeepRows(keep, H, Q, x, xn, wide2);
       if (a.has_gate()) {
         float* g = sc.gate_.data();  // [R, heads]
         a.gate_proj.Forward(xn, R, H, g, heads, team);
@@ -292,6 +318,11 @@ Status Lfm3Forward(const Lfm3Stack& stack, std::span<Lfm3State* const> states, s
   }
   for (size_t s = 0; s < states.size(); ++s) states[s]->pos_ += static_cast<int64_t>(rows[s]);
   return Status::Ok();
+}
+
+Status Lfm3Forward(const Lfm3Stack& stack, std::span<Lfm3State* const> states, std::span<const size_t> rows,
+                   float* x, Lfm3Scratch& scratch, ThreadTeam& team, TraceSink* sink) {
+  return Lfm3ForwardKeep(stack, states, rows, {}, x, scratch, team, sink);
 }
 
 Status Lfm3Forward(const Lfm3Stack& stack, Lfm3State& state, float* x, size_t n, Lfm3Scratch& scratch,

@@ -112,8 +112,8 @@ class Lfm3State {
   size_t live_bytes() const;
 
  private:
-  friend Status Lfm3Forward(const Lfm3Stack&, std::span<Lfm3State* const>, std::span<const size_t>, float*,
-                            Lfm3Scratch&, ThreadTeam&, TraceSink*);
+  friend Status Lfm3ForwardKeep(const Lfm3Stack&, std::span<Lfm3State* const>, std::span<const size_t>,
+                                std::span<const size_t>, float*, Lfm3Scratch&, ThreadTeam&, TraceSink*);
 
   const Lfm3Stack* stack_ = nullptr;
   size_t max_rows_ = 0;
@@ -133,8 +133,8 @@ class Lfm3Scratch {
   size_t bytes() const;
 
  private:
-  friend Status Lfm3Forward(const Lfm3Stack&, std::span<Lfm3State* const>, std::span<const size_t>, float*,
-                            Lfm3Scratch&, ThreadTeam&, TraceSink*);
+  friend Status Lfm3ForwardKeep(const Lfm3Stack&, std::span<Lfm3State* const>, std::span<const size_t>,
+                                std::span<const size_t>, float*, Lfm3Scratch&, ThreadTeam&, TraceSink*);
   const Lfm3Stack* stack_ = nullptr;
   size_t max_rows_ = 0;
   AlignedBuffer<float> xn_;     // [R, H]  normed input of the current op
@@ -158,6 +158,15 @@ class Lfm3Scratch {
 // twice or belongs to another stack, or the team is larger than the scratch was sized for.
 Status Lfm3Forward(const Lfm3Stack& stack, std::span<Lfm3State* const> states, std::span<const size_t> rows,
                    float* x, Lfm3Scratch& scratch, ThreadTeam& team, TraceSink* sink);
+// As Lfm3Forward, but only the rows `keep` (increasing indices into the call's Σ rows) leave the last
+// layer: everything after its mixing (attention or conv) — the gate, o_proj, the norms, the FFN — runs
+// on those rows alone, and x [keep.size(), H] returns their outputs in keep's order, each bit-identical
+// to its row of the full call (the MatMul contract). The last layer's "layer%zu_out" traces the kept
+// rows. Empty keep: Lfm3Forward. For callers that read a few rows of a bidirectional call (the depth
+// decoder reads the codebooks a pass reveals).
+Status Lfm3ForwardKeep(const Lfm3Stack& stack, std::span<Lfm3State* const> states,
+                       std::span<const size_t> rows, std::span<const size_t> keep, float* x,
+                       Lfm3Scratch& scratch, ThreadTeam& team, TraceSink* sink);
 // One sequence.
 Status Lfm3Forward(const Lfm3Stack& stack, Lfm3State& state, float* x, size_t n, Lfm3Scratch& scratch,
                    ThreadTeam& team, TraceSink* sink);
