@@ -328,12 +328,16 @@ TEST(Lfm3Codec, NoHeapAllocationPerFrame) {
         Result<size_t> w = (*s)->Step(frame, pcm, team);
         long during = testing::AllocationCount() - before;
         ASSERT_TRUE(w.ok());
-        if (f > 0 || turn > 0) EXPECT_EQ(during, 0) << "Step, frame " << f << ", threads " << threads;
+        if (f > 0 || turn > 0) {
+          EXPECT_EQ(during, 0) << "Step, frame " << f << ", threads " << threads;
+        }
         Lfm3CodecRequest req[2] = {{&*sa, frame, pcm, 0}, {&*sb, frame2, pcm2, 0}};
         before = testing::AllocationCount();
         ASSERT_TRUE(StepStreams(Model(), req, *sc, team).ok());
         during = testing::AllocationCount() - before;
-        if (f > 0 || turn > 0) EXPECT_EQ(during, 0) << "StepStreams, frame " << f << ", threads " << threads;
+        if (f > 0 || turn > 0) {
+          EXPECT_EQ(during, 0) << "StepStreams, frame " << f << ", threads " << threads;
+        }
       }
       const long before = testing::AllocationCount();
       Result<size_t> tail = (*s)->Flush(pcm);

@@ -80,7 +80,7 @@ Result<Lfm3StackConfig> Lfm3StackConfig::FromJson(const json& j, const std::stri
   }
   // window: null or absent = bidirectional.
   if (HasKey(j, "window")) {
-    LFM_RETURN_IF_ERROR(GetInt(j, "window", where, true, 1, 1 << 20, &c.window));
+    LFM_RETURN_IF_ERROR(GetInt(j, "window", where, true, 1, 1 << 16, &c.window));
   }
 
   std::vector<std::string> types;

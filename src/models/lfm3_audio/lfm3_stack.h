@@ -97,7 +97,9 @@ class Lfm3Stack {
 class Lfm3State {
  public:
   // max_rows: the most positions one Forward call may take for this sequence (sizes the K/V ring
-  // of the causal mode, the whole cache of the bidirectional one).
+  // of the causal mode, the whole cache of the bidirectional one). The state remembers the stack it
+  // was created for (Forward refuses another), so the stack must not move while states exist; the
+  // same holds for Lfm3Scratch.
   static Result<Lfm3State> Create(const Lfm3Stack& stack, size_t max_rows);
 
   // Back to position 0 with empty histories.
