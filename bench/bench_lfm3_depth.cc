@@ -7,8 +7,8 @@
 // Without --model it writes a random real-size checkpoint in the lfm3_tiny layout
 // (tools/lfm3_checkpoint_gen.h: the oracle's names, config.json and value recipe; gates on layers 0 and 2,
 // sandwich norms everywhere) to a temp folder, once. One JSON line per configuration: "bench":"lfm3_depth",
-// "format", "threads", "cpu", "frame_ms" (median per frame), plus p90, the weights one frame reads and the
-// rate they imply.
+// "format", "threads", "cpu", "frame_ms" (median per frame: a call's time / batch), plus min, p90 and CPU
+// time per frame, the call's time, the weights one call reads and the rate they imply.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -179,14 +179,15 @@ int main(int argc, char** argv) {
       std::sort(ms.begin(), ms.end());
       std::sort(cpu.begin(), cpu.end());
       const double med = ms[ms.size() / 2], p90 = ms[ms.size() * 9 / 10], min = ms.front();
+      // Per frame: a call decodes one frame of each of the batch's streams.
+      const double per = 1.0 / batch;
       std::printf(
-          "{\"bench\":\"lfm3_depth\",\"format\":\"%s\",\"threads\":%d,\"batch\":%d,\"all_rows\":%d,\"cpu\":"
-          "\"%s\","
-          "\"frame_ms\":%.3f,\"min_ms\":%.3f,\"p90_ms\":%.3f,\"cpu_ms\":%.3f,\"frames\":%d,\"weight_mb\":%."
-          "1f,"
-          "\"weight_gb_per_s\":%.2f,\"load_avg\":%.2f}\n",
-          format.c_str(), threads, batch, all_rows ? 1 : 0, bench::CpuModel().c_str(), med, min, p90,
-          cpu[cpu.size() / 2], frames, bytes / 1e6, bytes / (med * 1e-3) / 1e9, bench::LoadAverage());
+          "{\"bench\":\"lfm3_depth\",\"format\":\"%s\",\"threads\":%d,\"batch\":%d,\"all_rows\":%d,"
+          "\"cpu\":\"%s\",\"frame_ms\":%.3f,\"min_ms\":%.3f,\"p90_ms\":%.3f,\"cpu_ms\":%.3f,\"call_ms\":%.3f,"
+          "\"frames\":%d,\"weight_mb\":%.1f,\"weight_gb_per_s\":%.2f,\"load_avg\":%.2f}\n",
+          format.c_str(), threads, batch, all_rows ? 1 : 0, bench::CpuModel().c_str(), med * per, min * per,
+          p90 * per, cpu[cpu.size() / 2] * per, med, frames, bytes / 1e6, bytes / (med * 1e-3) / 1e9,
+          bench::LoadAverage());
       std::fflush(stdout);
     }
   }
