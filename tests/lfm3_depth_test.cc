@@ -372,6 +372,8 @@ TEST(Lfm3Depth, FrameRowsMatchTheOracle) {
   EXPECT_LE(d.rel(), kFrameRowTol) << "frame_row__row: max abs " << d.max_abs;
   EXPECT_LE(e.rel(), kFrameRowTol) << "frame_row__eos_row: max abs " << e.max_abs;
   EXPECT_GT(d.scale, 0.1);
+  std::printf("[lfm3_tiny frame_row] row max abs %.3g (scale %.3g), eos_row max abs %.3g (scale %.3g)\n",
+              d.max_abs, d.scale, e.max_abs, e.scale);
   // Bad frames.
   EXPECT_FALSE(l.model->FrameRow({codes.data(), 11}, row.data()).ok());
   std::vector<int32_t> bad = codes;
