@@ -267,6 +267,29 @@ TEST(Lfm3Depth, SampledFrameMatchesTheOracle) {
   EXPECT_EQ(bare->sink.tensors["pass0/logits_penalized"], bare->sink.tensors["pass0/logits"]);
 }
 
+// Greedy (T ≤ 0) in the random order draws only the shuffle's 11 NextU64; top-k 1 at T = 1 gives the same
+// codes (one code kept) but, as the seed's draw, one NextFloat per codebook.
+TEST(Lfm3Depth, RngConsumptionOfGreedyAndTopOne) {
+  if (!HaveData()) GTEST_SKIP() << "tests/data/lfm3_tiny is not present";
+  Loaded l = LoadTiny();
+  ASSERT_TRUE(l.model);
+  const std::vector<float> h = Trace("depth__h");
+  Lfm3AudioSampling greedy = Greedy(), top1;
+  greedy.fixed_order = false;
+  top1.top_k = 1;
+  top1.repetition_penalty = 1;
+  std::unique_ptr<Frame> g = Decode(*l.model, h, greedy, 45, {}, 1, false);
+  std::unique_ptr<Frame> t = Decode(*l.model, h, top1, 45, {}, 1, false);
+  EXPECT_EQ(g->order, t->order);
+  for (size_t i = 0; i < 12; ++i) EXPECT_EQ(g->order[i], TraceInt("depth__sampled__order")[i]) << i;
+  EXPECT_EQ(g->codes, t->codes);
+  Rng after_shuffle(45), after_draws(45);
+  for (int i = 0; i < 11; ++i) after_shuffle.NextU64();
+  for (int i = 0; i < 23; ++i) after_draws.NextU64();
+  EXPECT_EQ(g->rng_state, after_shuffle.state());
+  EXPECT_EQ(t->rng_state, after_draws.state());
+}
+
 TEST(Lfm3Depth, BatchedStreamsEqualEachAlone) {
   if (!HaveData()) GTEST_SKIP() << "tests/data/lfm3_tiny is not present";
   Loaded l = LoadTiny();

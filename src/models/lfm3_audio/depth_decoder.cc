@@ -186,6 +186,7 @@ Result<Lfm3DepthState> Lfm3DepthState::Create(const Lfm3DepthDecoder& model,
   // The penalty is applied from the counts below; the Sampler does temperature, top-k and the draw.
   const SamplingParams p{sampling.greedy() ? 0.0f : sampling.temperature, sampling.top_k, 1.0f, 0};
   LFM_ASSIGN_OR_RETURN(s.sampler_, Sampler::Create(p, static_cast<size_t>(model.codebook_size())));
+  s.draw_for_top1_ = !sampling.greedy() && s.sampler_.params().greedy();
   const size_t C = static_cast<size_t>(model.codebooks()), V = static_cast<size_t>(model.codebook_size());
   s.window_ = sampling.repetition_penalty != 1.0f ? static_cast<size_t>(sampling.repetition_window) : 0;
   if (s.window_ > 0) {
@@ -433,6 +434,9 @@ Status DecodeFrames(const Lfm3DepthDecoder& m, std::span<const float* const> h,
       for (size_t r = 0; r < n; ++r) {
         const size_t i = static_cast<size_t>(s.order_[at + r]);
         LFM_ASSIGN_OR_RETURN(s.codes_[i], s.sampler_.Sample({logits + (b * n + r) * V, V}, s.rng_));
+        // top-k 1 at a positive temperature: the Sampler takes the argmax without a draw; the seed
+        // draws from the one kept code, so the stream consumes its NextFloat all the same.
+        if (s.draw_for_top1_) s.rng_.NextFloat();
       }
       for (size_t r = 0; r < n; ++r) s.revealed_[static_cast<size_t>(s.order_[at + r])] = 1;
     }

@@ -146,6 +146,7 @@ class Lfm3DepthState {
   Lfm3AudioSampling sampling_;
   Sampler sampler_;  // temperature, top-k and the draw (the penalty is applied before, from counts_)
   Rng rng_;
+  bool draw_for_top1_ = false;   // top-k 1 at T > 0: one NextFloat per code, as the seed's draw
   size_t window_ = 0;            // W (0 when the penalty is off)
   AlignedBuffer<int32_t> ring_;  // [W, C] the last W history frames, a ring
   size_t next_ = 0;              // the ring row the next frame goes to
