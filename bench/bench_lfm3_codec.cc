@@ -17,9 +17,11 @@
 #include <time.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -44,7 +46,7 @@ double ProcessCpuSeconds() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string model_dir, thread_list = "1,2";
+  std::string model_dir, thread_list = "1,2", format = "BF16";
   int frames = 300, per_call = 1;
   tools::Lfm3Shape shape;
   shape.with_depth = false;  // the codec only
@@ -60,6 +62,8 @@ int main(int argc, char** argv) {
       per_call = std::max(1, std::atoi(v.c_str()));
     } else if (k == "--ffn") {
       shape.codec_ffn = std::atoi(v.c_str());
+    } else if (k == "--format") {
+      format = v;
     } else if (k == "--kv-heads") {
       shape.codec_kv_heads = std::atoi(v.c_str());
     } else {
@@ -81,7 +85,20 @@ int main(int argc, char** argv) {
       }
     }
   }
-  auto model = Lfm3Codec::Load(model_dir);
+  std::optional<WeightFormat> matrices;
+  for (WeightFormat f : kAllWeightFormats) {
+    std::string name = WeightFormatName(f), want = format;
+    for (char& ch : want) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+    if (name == want) matrices = f;
+  }
+  if (!matrices) {
+    std::fprintf(stderr, "unknown --format %s (F32, BF16, F16, Q8_0, Q4_0)\n", format.c_str());
+    return 2;
+  }
+  format = WeightFormatName(*matrices);
+  // The random checkpoint is BF16: BF16 uses it as stored.
+  if (*matrices == WeightFormat::kBF16) matrices.reset();
+  auto model = Lfm3Codec::Load(model_dir, matrices);
   if (!model.ok()) {
     std::fprintf(stderr, "%s\n", model.status().ToString().c_str());
     return 1;
@@ -93,10 +110,16 @@ int main(int argc, char** argv) {
   const double bytes = static_cast<double>((*model)->weight_bytes_per_frame());
   // Matrix FLOPs: 2 per weight per row; the stack and lin run frame_stack rows per frame, the front one
   // (attention over ≤ 30 keys and the ISTFT add a few %).
-  const double front =
-      static_cast<double>((*model)->project_out().w.bytes() + (*model)->from_quantizer().w.bytes());
-  const double per_row = static_cast<double>((*model)->stack().weight_bytes() + (*model)->lin().w.bytes());
-  const double flops = (front + per_row * c.frame_stack);  // bytes/2 weights × 2 FLOPs
+  auto params = [](const Linear& l) { return static_cast<double>(l.out()) * static_cast<double>(l.in()); };
+  double stack_params = 0;
+  for (const Lfm3Layer& L : (*model)->stack().layers()) {
+    for (const Linear* l : {&L.conv.in_proj, &L.conv.out_proj, &L.attn.q_proj, &L.attn.k_proj, &L.attn.v_proj,
+                            &L.attn.o_proj, &L.attn.gate_proj, &L.ffn.w1, &L.ffn.w3, &L.ffn.w2}) {
+      stack_params += params(*l);
+    }
+  }
+  const double front = params((*model)->project_out()) + params((*model)->from_quantizer());
+  const double flops = 2.0 * (front + (stack_params + params((*model)->lin())) * c.frame_stack);
   std::fprintf(
       stderr,
       "lfm3 codec: width %d, %d layers, heads %d/%d × %d, ffn %d, K %d, window %d; SIMD target %s; %.1f MB "
@@ -145,13 +168,13 @@ int main(int argc, char** argv) {
     std::sort(lat.begin(), lat.end());
     const double p50 = lat[lat.size() / 2], p99 = lat[std::min(lat.size() - 1, lat.size() * 99 / 100)];
     std::printf(
-        "{\"bench\":\"lfm3_codec\",\"format\":\"BF16\",\"threads\":%d,\"cpu\":\"%s\",\"x_realtime\":%.1f,"
+        "{\"bench\":\"lfm3_codec\",\"format\":\"%s\",\"threads\":%d,\"cpu\":\"%s\",\"x_realtime\":%.1f,"
         "\"frames_s\":%.1f,\"p50_ms\":%.3f,\"p99_ms\":%.3f,\"frames_per_call\":%d,"
         "\"weight_mb_per_frame\":%.2f,\"gflop_per_frame\":%.3f,\"cpu_ms_per_frame\":%.3f,"
         "\"x_realtime_per_cpu_s\":%.1f,\"ffn\":%d,\"kv_heads\":%d,\"load\":%.2f}\n",
-        threads, cpu.c_str(), frames * frame_s / wall, frames / wall, p50 * 1e3, p99 * 1e3, per_call,
-        bytes / 1e6, flops / 1e9, cpu_s / frames * 1e3, frames * frame_s / cpu_s, sc.ffn_dim, sc.num_kv_heads,
-        bench::LoadAverage());
+        format.c_str(), threads, cpu.c_str(), frames * frame_s / wall, frames / wall, p50 * 1e3, p99 * 1e3,
+        per_call, bytes / 1e6, flops / 1e9, cpu_s / frames * 1e3, frames * frame_s / cpu_s, sc.ffn_dim,
+        sc.num_kv_heads, bench::LoadAverage());
     std::fflush(stdout);
   }
   return 0;

@@ -17,7 +17,8 @@ constexpr size_t kMaxStreams = 1024;
 
 }  // namespace
 
-Result<std::unique_ptr<Lfm3Codec>> Lfm3Codec::Load(const std::string& dir_in) {
+Result<std::unique_ptr<Lfm3Codec>> Lfm3Codec::Load(const std::string& dir_in,
+                                                   std::optional<WeightFormat> matrices) {
   fs::path dir(dir_in);
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) dir = dir.parent_path();
@@ -28,11 +29,12 @@ Result<std::unique_ptr<Lfm3Codec>> Lfm3Codec::Load(const std::string& dir_in) {
   }
   LFM_ASSIGN_OR_RETURN(Lfm3Config config, Lfm3Config::Load(config_path.string()));
   LFM_ASSIGN_OR_RETURN(Checkpoint ckpt, Checkpoint::Open(dir.string()));
-  return Load(config, std::move(ckpt), dir.string());
+  return Load(config, std::move(ckpt), dir.string(), "codec.", matrices);
 }
 
 Result<std::unique_ptr<Lfm3Codec>> Lfm3Codec::Load(const Lfm3Config& config, Checkpoint weights,
-                                                   const std::string& where_in, const std::string& prefix) {
+                                                   const std::string& where_in, const std::string& prefix,
+                                                   std::optional<WeightFormat> matrices) {
   auto m = std::unique_ptr<Lfm3Codec>(new Lfm3Codec());
   m->config_ = config.codec;
   m->audio_eos_ = config.audio_eos;
@@ -49,6 +51,13 @@ Result<std::unique_ptr<Lfm3Codec>> Lfm3Codec::Load(const Lfm3Config& config, Che
   m->stack_ = std::move(stack).value();
   LFM_RETURN_IF_ERROR(ctx(LoadLinear(ck, prefix + "decoder.lin", c.spectrum_dim(), H, true, &m->lin_)));
   LFM_RETURN_IF_ERROR(ctx(LoadF32(ck, prefix + "decoder.istft.window", Shape{c.n_fft}, &m->window_)));
+  if (matrices) {
+    LFM_RETURN_IF_ERROR(ctx(m->stack_.ConvertMatrices(*matrices, &m->converted_)));
+    for (Linear* l : {&m->project_out_, &m->from_quantizer_, &m->lin_}) {
+      if (FormatRowBytes(*matrices, l->in()) == 0) continue;  // not whole blocks: kept as stored
+      LFM_ASSIGN_OR_RETURN(l->w, ConvertMatrix(l->w, *matrices, &m->converted_));
+    }
+  }
   return m;
 }
 

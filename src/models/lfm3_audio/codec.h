@@ -45,12 +45,16 @@ class Lfm3Codec {
  public:
   // `dir` holds config.json (the oracle's flat LFM3 config, lfm3_config.h) and model.safetensors with
   // the codec under `codec.` (the seed's names); a path to config.json's folder or the file itself.
-  static Result<std::unique_ptr<Lfm3Codec>> Load(const std::string& dir);
+  // `matrices`: convert the matrices at load time to this format (F16, BF16, Q8_0, Q4_0; those whose rows
+  // are not whole blocks, such as project_out's 48 columns, stay as stored); none: use them as stored.
+  static Result<std::unique_ptr<Lfm3Codec>> Load(const std::string& dir,
+                                                 std::optional<WeightFormat> matrices = std::nullopt);
   // From a parsed config and its weights; `prefix` is the codec's tensor prefix ("codec." in the seed's
   // layout); `where` names the files in errors.
   static Result<std::unique_ptr<Lfm3Codec>> Load(const Lfm3Config& config, Checkpoint weights,
                                                  const std::string& where,
-                                                 const std::string& prefix = "codec.");
+                                                 const std::string& prefix = "codec.",
+                                                 std::optional<WeightFormat> matrices = std::nullopt);
 
   const Lfm3CodecConfig& config() const { return config_; }
   int audio_eos() const { return audio_eos_; }
@@ -68,7 +72,8 @@ class Lfm3Codec {
 
  private:
   Lfm3Codec() = default;
-  std::optional<Checkpoint> ckpt_;  // the mmap'd weights every view below points into
+  std::optional<Checkpoint> ckpt_;               // the mmap'd weights every view below points into
+  std::vector<std::vector<uint8_t>> converted_;  // matrices converted at load time (Load's `matrices`)
   Lfm3CodecConfig config_;
   int audio_eos_ = 0;
   Lfm3Stack stack_;

@@ -92,6 +92,17 @@ Result<Lfm3Stack> Lfm3Stack::Load(const Checkpoint& ckpt, const Lfm3StackConfig&
   return s;
 }
 
+Status Lfm3Stack::ConvertMatrices(WeightFormat f, std::vector<std::vector<uint8_t>>* arena) {
+  for (Lfm3Layer& L : layers_) {
+    for (Linear* l : {&L.conv.in_proj, &L.conv.out_proj, &L.attn.q_proj, &L.attn.k_proj, &L.attn.v_proj,
+                      &L.attn.o_proj, &L.attn.gate_proj, &L.ffn.w1, &L.ffn.w3, &L.ffn.w2}) {
+      if (l->out() == 0 || FormatRowBytes(f, l->in()) == 0) continue;  // absent, or not whole blocks
+      LFM_ASSIGN_OR_RETURN(l->w, ConvertMatrix(l->w, f, arena));
+    }
+  }
+  return Status::Ok();
+}
+
 AttentionShape Lfm3Stack::attention_shape() const {
   return {static_cast<size_t>(config_.num_heads), static_cast<size_t>(config_.num_kv_heads),
           static_cast<size_t>(config_.head_dim)};

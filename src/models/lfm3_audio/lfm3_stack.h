@@ -78,6 +78,11 @@ class Lfm3Stack {
   static Result<Lfm3Stack> Load(const Checkpoint& ckpt, const Lfm3StackConfig& config,
                                 const std::string& prefix);
 
+  // Load-time conversion of every matrix (the operators', the gates', the FFNs') to format f
+  // (blocks/weights.h ConvertMatrix), the bytes in `arena`, which must outlive the stack; a matrix
+  // whose rows are not whole blocks of f stays as stored. Before any state or scratch is created.
+  Status ConvertMatrices(WeightFormat f, std::vector<std::vector<uint8_t>>* arena);
+
   const Lfm3StackConfig& config() const { return config_; }
   const std::vector<Lfm3Layer>& layers() const { return layers_; }
   const RmsNorm& final_norm() const { return final_norm_; }
