@@ -1,8 +1,8 @@
 // LFM3-Audio depth decoder benchmark at the real size (spec LFM3_AUDIO.md §1.4, §2: text hidden 2048,
 // depth width 1024, 3 attention layers, 32 / 8 heads of 32, FFN 2816, 12 codebooks × 2017): the three
 // MaskGIT passes of one frame, 1 and 2 threads, BF16 weights as released and the depth decoder's matrices
-// quantized to Q8_0 at load (llama.cpp's integer path).
-//   bench_lfm3_depth [--model DIR] [--frames N] [--threads 1,2] [--formats BF16,Q8_0] [--batch B]
+// converted to Q8_0 (or Q4_0) at load (Lfm3DepthDecoder::Load's `matrices`; llama.cpp's integer path).
+//   bench_lfm3_depth [--model DIR] [--frames N] [--threads 1,2] [--formats BF16,Q8_0,Q4_0] [--batch B]
 //                    [--all-rows 1: every slot through the last layer, as in the parity tests]
 // Without --model it writes a random real-size checkpoint in the lfm3_tiny layout
 // (tools/lfm3_checkpoint_gen.h: the oracle's names, config.json and value recipe; gates on layers 0 and 2,
@@ -16,9 +16,8 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
-#include <map>
-#include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,49 +27,13 @@
 #include "models/lfm3_audio/depth_decoder.h"
 #include "models/lfm3_audio/lfm3_config.h"
 #include "ops/ops.h"
-#include "tensor/dtype.h"
 #include "tensor/matrix.h"
-#include "tensor/quant.h"
 #include "threading/thread_team.h"
 #include "tools/lfm3_checkpoint_gen.h"
 
 using namespace lfmvox;
 
 namespace {
-
-// The checkpoint with every depth-decoder matrix (and codebook_embedding) quantized to `f` at load, as a
-// GGUF release of that type would hold them; vectors stay as stored.
-Result<Checkpoint> Quantized(Checkpoint src, WeightFormat f, DType dtype) {
-  struct Owner {
-    Checkpoint src;
-    std::vector<std::vector<uint8_t>> data;
-  };
-  auto owner = std::make_shared<Owner>(Owner{std::move(src), {}});
-  std::map<std::string, TensorView, std::less<>> views;
-  const std::vector<std::string> names = owner->src.Names();
-  owner->data.reserve(names.size());
-  std::vector<float> row;
-  for (const std::string& n : names) {
-    LFM_ASSIGN_OR_RETURN(TensorView t, owner->src.Get(n));
-    const bool depth = n.rfind("depth_decoder.", 0) == 0 || n == "codebook_embedding.weight";
-    if (!depth || t.shape.rank != 2 || t.dtype != DType::kBF16 || FormatRowBytes(f, t.shape[1]) == 0) {
-      views[n] = t;
-      continue;
-    }
-    const size_t rows = static_cast<size_t>(t.shape[0]), cols = static_cast<size_t>(t.shape[1]);
-    const size_t rb = FormatRowBytes(f, cols);
-    std::vector<uint8_t>& out = owner->data.emplace_back(rows * rb);
-    row.resize(cols);
-    const uint16_t* in = t.as<uint16_t>();
-    for (size_t r = 0; r < rows; ++r) {
-      for (size_t c = 0; c < cols; ++c) row[c] = Bf16ToF32(in[r * cols + c]);
-      QuantizeRow(f, row.data(), cols, out.data() + r * rb);
-    }
-    views[n] = TensorView{dtype, t.shape, out.data()};
-  }
-  const std::string path = owner->src.path();
-  return Checkpoint::FromViews(path, std::move(views), owner);
-}
 
 double ProcessCpuSeconds() {
   timespec t{};
@@ -122,14 +85,16 @@ int main(int argc, char** argv) {
   for (const std::string& format : format_list) {
     Result<Checkpoint> ckpt = Checkpoint::Open(dir + "/model.safetensors");
     if (!ckpt.ok()) return Fail(ckpt.status());
+    std::optional<WeightFormat> matrices;
     if (format == "Q8_0") {
-      ckpt = Quantized(std::move(ckpt).value(), WeightFormat::kQ8_0, DType::kQ8_0);
-      if (!ckpt.ok()) return Fail(ckpt.status());
+      matrices = WeightFormat::kQ8_0;
+    } else if (format == "Q4_0") {
+      matrices = WeightFormat::kQ4_0;
     } else if (format != "BF16") {
-      std::fprintf(stderr, "unknown format %s (BF16 or Q8_0)\n", format.c_str());
+      std::fprintf(stderr, "unknown format %s (BF16, Q8_0 or Q4_0)\n", format.c_str());
       return 2;
     }
-    Result<Lfm3DepthDecoder> model = Lfm3DepthDecoder::Load(*ckpt, *cfg);
+    Result<Lfm3DepthDecoder> model = Lfm3DepthDecoder::Load(*ckpt, *cfg, matrices);
     if (!model.ok()) return Fail(model.status());
     const Lfm3DepthDecoder& m = *model;
     const double bytes = static_cast<double>(m.weight_bytes());

@@ -380,6 +380,32 @@ TEST(Lfm3Depth, KeepingOnlyTheWantedRowsChangesNoBit) {
   }
 }
 
+// Matrices converted to Q8_0 at load: fewer bytes per frame, and a frame whose logits stay near the
+// oracle's. The bound is this test's own measure (not the oracle's): Q8_0 rounds each weight to 1/254
+// of its block's maximum, which moves these logits by about 3 % of their scale.
+TEST(Lfm3Depth, Q8_0MatricesAtLoad) {
+  if (!HaveData()) GTEST_SKIP() << "tests/data/lfm3_tiny is not present";
+  Result<Checkpoint> ckpt = Checkpoint::Open(DataPath("lfm3_tiny/model.safetensors"));
+  ASSERT_TRUE(ckpt.ok());
+  Result<Lfm3Config> cfg = Lfm3Config::FromJson(Config(), "lfm3_tiny/config.json");
+  ASSERT_TRUE(cfg.ok());
+  Result<Lfm3DepthDecoder> bf16 = Lfm3DepthDecoder::Load(*ckpt, *cfg);
+  Result<Lfm3DepthDecoder> q8 = Lfm3DepthDecoder::Load(*ckpt, *cfg, WeightFormat::kQ8_0);
+  ASSERT_TRUE(bf16.ok() && q8.ok()) << q8.status().ToString();
+  EXPECT_LT(q8->weight_bytes(), bf16->weight_bytes() * 6 / 10);
+  std::unique_ptr<Frame> f = Decode(*q8, Trace("depth__h"), Greedy(), 1, {}, 1, true);
+  double worst = 0;
+  for (int p = 0; p < 3; ++p) {
+    const std::string n = "pass" + std::to_string(p) + "/logits";
+    const Diff d =
+        Compare(f->sink.tensors[n].data(), Trace("depth__greedy__pass" + std::to_string(p) + "__logits"));
+    worst = std::max(worst, d.rel());
+  }
+  std::printf("[lfm3_tiny Q8_0] logits max error %.3g of scale\n", worst);
+  EXPECT_LT(worst, 0.05);
+  EXPECT_GT(worst, 0.0) << "the matrices were not converted";
+}
+
 TEST(Lfm3Depth, FrameRowsMatchTheOracle) {
   if (!HaveData()) GTEST_SKIP() << "tests/data/lfm3_tiny is not present";
   Loaded l = LoadTiny();

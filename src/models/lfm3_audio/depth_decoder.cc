@@ -93,7 +93,8 @@ Result<Lfm3AudioSampling> Lfm3AudioSampling::FromJson(const nlohmann::json& root
 // ---------------------------------------------------------------------------
 // Weights.
 
-Result<Lfm3DepthDecoder> Lfm3DepthDecoder::Load(const Checkpoint& ckpt, const Lfm3Config& config) {
+Result<Lfm3DepthDecoder> Lfm3DepthDecoder::Load(const Checkpoint& ckpt, const Lfm3Config& config,
+                                                std::optional<WeightFormat> matrices) {
   const Lfm3StackConfig& sc = config.depth.stack;
   if (config.n_codebooks < 1 || config.codebook_size < 1 || config.text_hidden < 1 || sc.hidden_size < 1) {
     return InvalidArgument("the LFM3 depth decoder config is incomplete; parse it with Lfm3Config::FromJson");
@@ -137,6 +138,16 @@ Result<Lfm3DepthDecoder> Lfm3DepthDecoder::Load(const Checkpoint& ckpt, const Lf
   }
   LFM_ASSIGN_OR_RETURN(m.stack_, Lfm3Stack::Load(ckpt, sc, "depth_decoder.model."));
   LFM_ASSIGN_OR_RETURN(m.codebook_embedding_, LoadMatrix(ckpt, "codebook_embedding.weight", C * V, Ht));
+  if (matrices) {
+    const WeightFormat f = *matrices;
+    LFM_RETURN_IF_ERROR(m.stack_.ConvertMatrices(f, &m.converted_));
+    std::vector<ops::Weight*> tables = {&m.depth_linear_.w, &m.codebook_embedding_};
+    for (Lfm3DepthCodebook& cb : m.codebooks_t_) tables.push_back(&cb.embedding);
+    for (ops::Weight* w : tables) {
+      if (FormatRowBytes(f, w->cols) == 0) continue;  // not whole blocks: kept as stored
+      LFM_ASSIGN_OR_RETURN(*w, ConvertMatrix(*w, f, &m.converted_));
+    }
+  }
   return m;
 }
 

@@ -30,6 +30,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <nlohmann/json_fwd.hpp>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -81,8 +82,11 @@ class Lfm3DepthDecoder {
   // Reads `depth_decoder.depth_linear.{weight,bias}`, `depth_decoder.mask_embedding`,
   // `depth_decoder.depth_embeddings.{i}.{embedding,embedding_norm}.weight`, the stack under
   // `depth_decoder.model.` and `codebook_embedding.weight`, each checked against `config`. The
-  // checkpoint must outlive the decoder.
-  static Result<Lfm3DepthDecoder> Load(const Checkpoint& ckpt, const Lfm3Config& config);
+  // checkpoint must outlive the decoder. `matrices`: convert every matrix (depth_linear, the stack's,
+  // the codebook tables, codebook_embedding) at load time to this format (blocks/weights.h
+  // ConvertMatrix; F16, BF16, Q8_0, Q4_0; rows that are not whole blocks stay as stored); none: as stored.
+  static Result<Lfm3DepthDecoder> Load(const Checkpoint& ckpt, const Lfm3Config& config,
+                                       std::optional<WeightFormat> matrices = std::nullopt);
 
   int codebooks() const { return codebooks_; }          // C
   int codebook_size() const { return codebook_size_; }  // V
@@ -109,11 +113,12 @@ class Lfm3DepthDecoder {
 
   int codebooks_ = 0, codebook_size_ = 0, eos_ = 0, text_hidden_ = 0, width_ = 0, max_pass_ = 0;
   std::vector<int> maskgit_;
-  Linear depth_linear_;                         // [C·D, Ht] with bias
-  AlignedBuffer<float> mask_;                   // [D] `mask_embedding`
-  std::vector<Lfm3DepthCodebook> codebooks_t_;  // C
-  Lfm3Stack stack_;                             // `depth_decoder.model.*`, bidirectional
-  ops::Weight codebook_embedding_;              // [C·V, Ht]
+  Linear depth_linear_;                          // [C·D, Ht] with bias
+  AlignedBuffer<float> mask_;                    // [D] `mask_embedding`
+  std::vector<Lfm3DepthCodebook> codebooks_t_;   // C
+  Lfm3Stack stack_;                              // `depth_decoder.model.*`, bidirectional
+  ops::Weight codebook_embedding_;               // [C·V, Ht]
+  std::vector<std::vector<uint8_t>> converted_;  // matrices converted at load time (Load's `matrices`)
 };
 
 // One stream's depth-decoder state: its sampling settings and sampler, its RNG, the history ring for
