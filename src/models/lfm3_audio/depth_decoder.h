@@ -12,12 +12,17 @@
 // nothing (decision 7). The draw itself is blocks/sampling.h's Sampler (decision 6).
 // Repetition penalty (decision 6): per codebook, every code present in that codebook among the stream's
 // last `repetition_window` history frames, once (presence, not count): v < 0 ? v·p : v/p, on the full
-// row before top-k.
+// row before top-k. The state keeps per-codebook counts of its history ring, so the penalty costs O(V)
+// per row whatever the window; the Sampler then runs without its own penalty. One difference from the
+// seed remains in the Sampler: at the top-k threshold it keeps tied logits (torch's rule), the seed keeps
+// exactly k (the oracle has no ties). top-k 1 at T > 0 still consumes its NextFloat, as the seed's draw.
 // End of audio: a frame with the EOS code (`audio_eos`) in any codebook ends the speech. All C codes are
 // still sampled (the RNG stream stays the seed's); the frame is returned with end_of_audio set, is not
 // added to the history, and its feedback row is the all-EOS frame's (the seed's choice; spec §5.4 leaves
 // it open).
 // Feedback row (spec §5.5): Σ_i codebook_embedding[V·i + c_i] [Ht], the backbone's next input.
+// Only the pass's codebooks leave the stack's last layer (Lfm3ForwardKeep): the other slots' outputs are
+// never read, and the kept rows are bit-identical to a full run (Lfm3DepthScratch::set_all_rows).
 //
 // Weights (Lfm3DepthDecoder) are immutable and shared; Lfm3DepthState is one stream's (RNG, sampling
 // settings, the history ring, the last frame); Lfm3DepthScratch holds one call's activations (a
