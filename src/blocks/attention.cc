@@ -47,7 +47,7 @@ void AttendSequences(const AttentionShape& shape, const RmsNorm& q_norm, const R
     rows += s.n;
   }
   // One task per (row, head) over every sequence; the cache row of a query is len + r (before the
-  // lengths are bumped below), and it sees the keys [lo, that row].
+  // lengths are bumped below), and it sees the keys [lo, that row] (bidirectional: [0, len + n)).
   team.Run(rows * heads, [&](size_t task, int thread) {
     size_t row = task / heads;
     const size_t h = task % heads, g = h / group;
@@ -56,9 +56,10 @@ void AttendSequences(const AttentionShape& shape, const RmsNorm& q_norm, const R
     const AttentionSeq& s = seqs[si];
     const KvCache& c = *s.cache;
     const size_t qi = c.len + row;
-    const size_t lo = c.window && qi + 1 > c.window ? qi + 1 - c.window : 0;
+    const size_t lo = !s.bidirectional && c.window && qi + 1 > c.window ? qi + 1 - c.window : 0;
+    const size_t hi = s.bidirectional ? c.len + s.n : qi + 1;  // keys [lo, hi)
     ops::AttendOne(q + (s.row0 + row) * ldq + h * hd, c.k.data() + lo * KV + g * hd, KV,
-                   c.v.data() + lo * KV + g * hd, KV, qi + 1 - lo, hd, scale,
+                   c.v.data() + lo * KV + g * hd, KV, hi - lo, hd, scale,
                    scratch.scores.data() + static_cast<size_t>(thread) * scratch.ld,
                    out + (s.row0 + row) * ldo + h * hd);
   });

@@ -1,9 +1,9 @@
 // Grouped-query attention core shared by the LFM2 stack and the depthformer, over rows of several
 // independent sequences at once (batched sessions): per-head q/k RMSNorm, RoPE at each row's own
 // position, the new keys/values appended to the row's sequence cache, then every query against the
-// keys of its own sequence (causal, optionally a sliding window). The projections around it are the
-// caller's (separate q/k/v in LFM2, one fused qkv in the depthformer).
-// Shapes (docs/style.md legend): R rows in the call, hd head dim, Q = heads·hd, KV = kv_heads·hd.
+// keys of its own sequence (causal, optionally a sliding window, or bidirectional). The projections around it
+// are the caller's (separate q/k/v in LFM2, one fused qkv in the depthformer). Shapes (docs/style.md legend):
+// R rows in the call, hd head dim, Q = heads·hd, KV = kv_heads·hd.
 #pragma once
 
 #include <cstddef>
@@ -50,13 +50,16 @@ struct KvCache {
 };
 
 // A sequence's share of a batched call: rows [row0, row0 + n), whose rotary angles are the rows
-// of `rope` ([n, hd] cos | sin, or one row for all when rope_ld == 0).
+// of `rope` ([n, hd] cos | sin, or one row for all when rope_ld == 0). `bidirectional`: every query
+// sees every key of its cache, the call's later rows included (the cache's window is ignored; the
+// LFM3 depth decoder clears the cache before each call).
 struct AttentionSeq {
   KvCache* cache = nullptr;
   size_t row0 = 0;
   size_t n = 0;
   const float* rope = nullptr;
   size_t rope_ld = 0;
+  bool bidirectional = false;
 };
 
 // Per-thread attention scores, sized once for the longest cache a call may see.

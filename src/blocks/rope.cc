@@ -6,10 +6,16 @@
 
 namespace lfmvox {
 
-RopeTable::RopeTable(double theta, size_t head_dim, RopeStyle style) : hd_(head_dim), style_(style) {
+RopeTable::RopeTable(double theta, size_t head_dim, RopeStyle style, RopeAngles angles)
+    : hd_(head_dim), style_(style), angles_(angles) {
   const size_t half = hd_ / 2;
   inv_freq_.Reset(half);
   for (size_t i = 0; i < half; ++i) {
+    if (angles_ == RopeAngles::kF64) {
+      const double e = static_cast<double>(2 * i) / static_cast<double>(hd_);
+      inv_freq_[i] = static_cast<float>(1.0 / std::pow(theta, e));
+      continue;
+    }
     const float e = static_cast<float>(2 * i) / static_cast<float>(hd_);
     const float p = static_cast<float>(std::pow(theta, static_cast<double>(e)));
     inv_freq_[i] = 1.0f / p;
@@ -18,6 +24,14 @@ RopeTable::RopeTable(double theta, size_t head_dim, RopeStyle style) : hd_(head_
 
 void RopeTable::Angles(int64_t pos, float* cs) const {
   const size_t half = hd_ / 2;
+  if (angles_ == RopeAngles::kF64) {
+    for (size_t i = 0; i < half; ++i) {
+      const double a = static_cast<double>(pos) * static_cast<double>(inv_freq_[i]);
+      cs[i] = static_cast<float>(std::cos(a));
+      cs[half + i] = static_cast<float>(std::sin(a));
+    }
+    return;
+  }
   const float p = static_cast<float>(pos);
   for (size_t i = 0; i < half; ++i) {
     const double a = static_cast<double>(p * inv_freq_[i]);

@@ -1,7 +1,10 @@
-// Rotary position embedding tables, formed in f32 exactly as transformers (LFM2) and liquid-audio
-// (`precompute_freqs_cis`) form them:
+// Rotary position embedding tables. RopeAngles::kF32 forms them in f32 exactly as transformers (LFM2)
+// and liquid-audio (`precompute_freqs_cis`) do:
 //   inv_freq[i] = 1 / f32(θ^(f32(2i) / f32(hd))),  angle = f32(f32(pos) · inv_freq[i]),
 //   cos/sin of the angle evaluated in double and rounded to f32.
+// RopeAngles::kF64 is the LFM3 oracle's form (decision 1 of its README):
+//   inv_freq[i] = f32(1 / θ^(2i / hd)) in double,  angle = double(pos) · double(inv_freq[i]),
+//   cos/sin in double, rounded to f32.
 // Two layouts of the pairs within a head:
 //   kSplitHalf   (NeoX, transformers):  (x[i], x[i + hd/2])
 //   kInterleaved (GPT-J, liquid-audio): (x[2i], x[2i + 1])
@@ -15,11 +18,12 @@
 namespace lfmvox {
 
 enum class RopeStyle { kSplitHalf, kInterleaved };
+enum class RopeAngles { kF32, kF64 };
 
 class RopeTable {
  public:
   RopeTable() = default;
-  RopeTable(double theta, size_t head_dim, RopeStyle style);
+  RopeTable(double theta, size_t head_dim, RopeStyle style, RopeAngles angles = RopeAngles::kF32);
 
   size_t head_dim() const { return hd_; }
   // cs[0, hd/2) = cos, cs[hd/2, hd) = sin for position pos.
@@ -32,6 +36,7 @@ class RopeTable {
   AlignedBuffer<float> inv_freq_;  // [hd/2]
   size_t hd_ = 0;
   RopeStyle style_ = RopeStyle::kSplitHalf;
+  RopeAngles angles_ = RopeAngles::kF32;
 };
 
 }  // namespace lfmvox

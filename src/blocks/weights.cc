@@ -32,6 +32,26 @@ Result<ops::Weight> LoadMatrix(const Checkpoint& ckpt, const std::string& name, 
                             static_cast<size_t>(cols));
 }
 
+Result<ops::Weight> ConvertMatrix(const ops::Weight& w, WeightFormat f,
+                                  std::vector<std::vector<uint8_t>>* arena) {
+  if (!ops::HasMatMulKernel(f)) {
+    return Unimplemented(std::string("this build has no matrix kernel for ") + WeightFormatName(f) +
+                         "; it takes " + SupportedMatrixFormats());
+  }
+  const size_t rb = FormatRowBytes(f, w.cols);
+  if (w.cols == 0 || rb == 0) {
+    return InvalidArgument(
+        StrFormat("a row of %zu values is not whole blocks of %s", w.cols, WeightFormatName(f)));
+  }
+  std::vector<uint8_t>& bytes = arena->emplace_back(w.rows * rb);
+  std::vector<float> row(w.cols);
+  for (size_t r = 0; r < w.rows; ++r) {
+    DequantizeRow(w.format, w.row(r), w.cols, row.data());
+    QuantizeRow(f, row.data(), w.cols, bytes.data() + r * rb);
+  }
+  return ops::Weight::Dense(f, bytes.data(), w.rows, w.cols, w.cols);
+}
+
 std::string SupportedMatrixFormats() {
   std::string s;
   size_t left = 0;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "base/aligned.h"
 #include "base/status.h"
@@ -28,6 +29,14 @@ std::string SupportedMatrixFormats();
 // weights, biases, conv taps, windows: small and read often).
 Status LoadF32(const Checkpoint& ckpt, const std::string& name, const Shape& shape,
                AlignedBuffer<float>* out);
+
+// Load-time conversion: a copy of `w` in format `f` (F16, BF16, Q8_0, Q4_0, ...), exactly as
+// tensor/quant.h's QuantizeRow makes it from the exactly widened rows; its bytes are a new entry of
+// `arena`, which must outlive the returned view (entries never move: each is its own heap block).
+// Unimplemented when this build's kernels lack `f`; InvalidArgument when a row is not whole blocks of `f`
+// (the caller keeps such a matrix as stored).
+Result<ops::Weight> ConvertMatrix(const ops::Weight& w, WeightFormat f,
+                                  std::vector<std::vector<uint8_t>>* arena);
 
 // acc[cols] += row `row` of a table loaded by LoadMatrix (embedding lookups
 // that are summed: audio frames, fused codebooks); ops::AccumulateRow.

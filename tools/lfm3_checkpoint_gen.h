@@ -1,0 +1,46 @@
+// Random LFM3-Audio speech-output checkpoints in the lfm3_tiny layout (the oracle's flat config.json and
+// the seed's tensor names: `codec.*`, `depth_decoder.*`, `codebook_embedding.weight`), at any size, for
+// benchmarks. Values follow the oracle's recipe (norm weights 1 + 0.1·N, biases 0.05·N, matrices
+// N(0, 1/fan_in), embeddings N(0, 1), uniform draws of those variances), rounded to bf16; the ISTFT
+// window is the periodic Hann window in F32.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+
+namespace lfmvox::tools {
+
+struct Lfm3Shape {
+  // Defaults: a real-size LFM3-Audio as far as the public facts go (spec/LFM3_AUDIO.md §2.2, §2.3); the
+  // values marked "assumed" are not published.
+  int text_hidden = 2048;
+  // Codec decoder stack.
+  int codec_hidden = 512;  // encoder_dim
+  std::vector<std::string> codec_layers = {"conv", "conv",      "attention", "conv", "attention",
+                                           "conv", "attention", "conv"};  // assumed (LFM2.5 detok)
+  int codec_heads = 8;                           // 512 / head dim 64 (the seed's fallback)
+  int codec_kv_heads = 4;                        // assumed
+  int codec_ffn = 2304;                          // assumed
+  int codec_conv_kernel = 3;                     // assumed
+  bool codec_sandwich_norms = true;              // assumed (an upper bound on cost)
+  std::vector<int> codec_gated_layers = {2, 6};  // assumed, as lfm3_tiny
+  int quantizer_dim = 256;
+  // Depth decoder (3 attention layers, bidirectional).
+  bool with_depth = true;  // false: config only, no depth_decoder.* / codebook_embedding tensors
+  int depth_hidden = 1024;
+  int depth_layers = 3;
+  int depth_heads = 32;
+  int depth_kv_heads = 8;
+  int depth_ffn = 2816;
+  bool depth_sandwich_norms = true;              // assumed
+  std::vector<int> depth_gated_layers = {0, 2};  // assumed, as lfm3_tiny
+  uint64_t seed = 1;
+};
+
+// Writes DIR/{config.json, model.safetensors}.
+Status WriteRandomLfm3(const std::string& dir, const Lfm3Shape& shape);
+
+}  // namespace lfmvox::tools
