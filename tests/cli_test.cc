@@ -78,6 +78,32 @@ TEST(Cli, StdoutStreamsRawFloat) {
   EXPECT_GE(testing::SnrDb(pcm.data(), ref, 0, ref.size()), 100.0);
 }
 
+// `lfmvox detokenize` on an LFM3-Audio codec (12 codes a line): lfm3_tiny/traces/codec__T45__codes.npy
+// written as text, decoded to raw f32 on stdout, against codec__T45__pcm.npy (k = 1e-4 of the PCM
+// scale, the oracle's tolerance); the end-of-audio code is refused by name.
+TEST(Cli, DetokenizesAnLfm3Codec) {
+  const std::vector<int64_t> codes = testing::LoadTrace("lfm3_tiny/traces/codec__T45__codes.npy").ToInt64();
+  const std::vector<float> ref = testing::LoadTrace("lfm3_tiny/traces/codec__T45__pcm.npy").ToFloat();
+  const std::string txt = testing::ScratchPath("lfm3_codes.txt");
+  {
+    std::ofstream f(txt);
+    for (size_t i = 0; i < codes.size(); ++i) f << codes[i] << ((i + 1) % 12 == 0 ? "\n" : " ");
+  }
+  const std::string model = testing::DataPath("lfm3_tiny");
+  const CliRun r = Cli("detokenize --model " + model + " --codes " + txt + " -o - --pcm f32");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_EQ(r.out.size(), ref.size() * 4);
+  std::vector<float> pcm(ref.size());
+  std::memcpy(pcm.data(), r.out.data(), r.out.size());
+  const testing::Diff d = testing::Compare(pcm.data(), ref);
+  EXPECT_LE(d.max_abs, 1e-4 * d.scale) << "scale " << d.scale;
+  std::ofstream(txt, std::ios::trunc) << "1 2 3 4 5 2016 7 8 9 10 11 12\n";
+  const CliRun bad =
+      Cli("detokenize --model " + model + " --codes " + txt + " -o " + testing::ScratchPath("lfm3.wav"));
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.err.find("2016"), std::string::npos) << bad.err;
+}
+
 TEST(Cli, BadInputIsAClearError) {
   const std::string dir = testing::ScratchPath("cli_bad");
   std::filesystem::create_directories(dir);

@@ -1,6 +1,8 @@
 // Hostile JSON and files where JSON is expected (issue 10, classes 1, 3, 4, 5): base/json_parse.h
 // and io/json_config.h's ReadJsonFile refuse deep nesting, value floods, oversized files, FIFOs and
 // directories with a clear error, quickly and in bounded memory, and never throw.
+#include "base/json_parse.h"
+
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -10,7 +12,6 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "base/json_parse.h"
 #include "io/json_config.h"
 #include "trace_util.h"
 

@@ -297,9 +297,8 @@ Status Conversation::AddPromptJson(std::string_view text, const std::string& bas
 Status Conversation::AddPromptFile(const std::string& path) {
   // A prompt is text and code lists; 64 MiB bounds a wrong path (a device, a huge file).
   LFM_ASSIGN_OR_RETURN(const std::string text, ReadFileToString(path, uint64_t{64} << 20));
-  std::string dir = std::filesystem::path(path).parent_path().string();
-  if (dir.empty()) dir = ".";
-  return AddPromptJson(text, dir).WithContext(path);
+  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  return AddPromptJson(text, parent.empty() ? std::string(".") : parent.string()).WithContext(path);
 }
 
 }  // namespace lfmvox

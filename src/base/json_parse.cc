@@ -75,7 +75,8 @@ Result<json> ParseJson(std::string_view text, const std::string& what, const Jso
     if (j.is_discarded()) return DataLoss(what + " is not valid JSON");
     return j;
   } catch (const std::bad_alloc&) {
-    return OutOfRange(what + ": out of memory while parsing " + std::to_string(text.size()) + " bytes of JSON");
+    return OutOfRange(what + ": out of memory while parsing " + std::to_string(text.size()) +
+                      " bytes of JSON");
   } catch (const std::exception& e) {  // nlohmann's own, should the parser raise one after all
     return DataLoss(what + " is not valid JSON: " + e.what());
   }

@@ -18,11 +18,12 @@
 namespace lfmvox {
 
 struct JsonLimits {
-  size_t max_depth = 64;                 // arrays/objects open at once
-  size_t max_values = size_t{1} << 22;   // scalars, arrays and objects, keys not counted
+  size_t max_depth = 64;                // arrays/objects open at once
+  size_t max_values = size_t{1} << 22;  // scalars, arrays and objects, keys not counted
 };
 
 // `what` names the text in errors ("config.json at DIR", "the prompt").
-Result<nlohmann::json> ParseJson(std::string_view text, const std::string& what, const JsonLimits& limits = {});
+Result<nlohmann::json> ParseJson(std::string_view text, const std::string& what,
+                                 const JsonLimits& limits = {});
 
 }  // namespace lfmvox
