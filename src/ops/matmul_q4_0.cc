@@ -20,20 +20,35 @@ struct Q4_0Blocks {
   static constexpr size_t kBlockElems = 32, kBlockBytes = kQ4_0BlockBytes, kGroups = 1;
   static constexpr size_t kScaleAt = 0, kXSideScale = 8, kNrR1 = 8;
 #if LFMVOX_QUANT_INTRINSICS
-  // The 32 nibbles as unsigned bytes in element order (low nibbles, then high).
-  using Codes = __m256i;
-  // The 16 bytes in both halves (a load, no shuffle), the upper half shifted
-  // down 4 bits, then masked: 2 ALU ops.
-  static Codes Decode(const uint8_t* blk, size_t /*g*/) {
-    const __m256i raw =
-        _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 2)));
-    const __m256i shifted = _mm256_srlv_epi32(raw, _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4));
-    return _mm256_and_si256(shifted, _mm256_set1_epi8(0x0f));
+  // Two blocks a step (matmul_quant-inl.h): both blocks' 16 code bytes, one
+  // per 128-bit lane, then the low nibbles (xA's weights) and the high ones.
+  static constexpr bool kPairs = true;
+  struct Pair {
+    __m256i lo, hi;
+  };
+  static Pair Split(__m256i raw) {
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    return {_mm256_and_si256(raw, m4), _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4)};
   }
-  // xs = 8·(pair sums of x): Σ x·(q − 8) = Σ x·q − 8·Σ x.
-  static QInt Dot(Codes q, __m256i x, __m256i xs) {
-    const __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(q, x), xs);  // |p| ≤ 2·8·127
-    return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
+  static Pair DecodePair(const uint8_t* blk) {
+    const __m128i b0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 2));
+    const __m128i b1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + kBlockBytes + 2));
+    return Split(_mm256_inserti128_si256(_mm256_castsi128_si256(b0), b1, 1));
+  }
+  static Pair DecodeTail(const uint8_t* blk) {
+    const __m128i b0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 2));
+    return Split(_mm256_inserti128_si256(_mm256_setzero_si256(), b0, 0));
+  }
+  static __m256 PairScale(const uint8_t* blk) { return QLoadScalePair(blk, blk + kBlockBytes); }
+  static __m256 TailScale(const uint8_t* blk) { return QLoadScale(blk); }
+  // Pair sums of both halves ≤ 2·2·15·127 and the correction ≤ 4·8·127 in
+  // magnitude: the int16 sum and difference are exact.
+  static QInt DotPair(const Pair& q, const uint8_t* xr) {
+    const __m256i xa = _mm256_load_si256(reinterpret_cast<const __m256i*>(xr));
+    const __m256i xb = _mm256_load_si256(reinterpret_cast<const __m256i*>(xr + 32));
+    const __m256i xs = _mm256_load_si256(reinterpret_cast<const __m256i*>(xr + 64));
+    const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(q.lo, xa), _mm256_maddubs_epi16(q.hi, xb));
+    return _mm256_madd_epi16(_mm256_sub_epi16(p, xs), _mm256_set1_epi16(1));
   }
 #else
   using Codes = Codes16;

@@ -32,6 +32,7 @@ struct Q6_KBlocks {
     return static_cast<int8_t>(blk[kQ6_KScales + 8 * (g / 4) + 2 * (g % 4) + half]);
   }
 #if LFMVOX_QUANT_INTRINSICS
+  static constexpr bool kPairs = false;
   struct Codes {
     __m256i q;   // the unsigned 6-bit codes, element order
     __m256i sc;  // the sub-scales as int16: 8 lanes of sc_a, then 8 of sc_b
@@ -42,10 +43,15 @@ struct Q6_KBlocks {
     const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + kQ6_KQh + 32 * h));
     const __m256i m4 = _mm256_set1_epi8(0x0f);
     const __m256i lo = t < 2 ? _mm256_and_si256(ql, m4) : _mm256_and_si256(_mm256_srli_epi16(ql, 4), m4);
-    const __m256i hi2 = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(static_cast<int>(2 * t))),
-                                         _mm256_set1_epi8(3));
+    // qh's bit pair 2t..2t+1 moved to bits 4-5 of each byte (one 16-bit
+    // shift; the bits it carries across bytes are masked off).
+    const __m256i m30 = _mm256_set1_epi8(0x30);
+    const __m256i hi = t == 0   ? _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30)
+                       : t == 1 ? _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30)
+                       : t == 2 ? _mm256_and_si256(qh, m30)
+                                : _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30);
     Codes c;
-    c.q = _mm256_or_si256(lo, _mm256_slli_epi16(hi2, 4));  // ≤ 3 << 4: no carry into the next byte
+    c.q = _mm256_or_si256(lo, hi);
     // scales[2g] in bytes 0-7 and scales[2g + 1] in bytes 8-15 (g = 4h + t), widened.
     const __m128i sc8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + kQ6_KScales));
     const __m128i pick = _mm_add_epi8(_mm_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1),

@@ -139,6 +139,22 @@ HWY_INLINE QScale QLoadScale(const uint8_t* p) {
 #endif
 }
 
+#if LFMVOX_QUANT_INTRINSICS
+// The f16 scales at p and q, widened exactly: p's in lanes 0-3, q's in 4-7.
+HWY_INLINE __m256 QLoadScalePair(const uint8_t* p, const uint8_t* q) {
+  uint16_t hp, hq;
+  std::memcpy(&hp, p, 2);
+  std::memcpy(&hq, q, 2);
+#if !defined(HWY_DISABLE_F16C)
+  const __m128i h = _mm_unpacklo_epi16(_mm_cvtsi32_si128(hp), _mm_cvtsi32_si128(hq));
+  const __m128i spread = _mm_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2, 3, 2, 3, 2, 3);
+  return _mm256_cvtph_ps(_mm_shuffle_epi8(h, spread));
+#else
+  return _mm256_blend_ps(_mm256_set1_ps(F16ToF32(hp)), _mm256_set1_ps(F16ToF32(hq)), 0xF0);
+#endif
+}
+#endif
+
 HWY_INLINE QScale QLoadXScale(const uint8_t* p) {
   float d;
   std::memcpy(&d, p, 4);
@@ -256,10 +272,146 @@ HWY_NOINLINE void QTile(const QuantArgs& a, size_t i, size_t j) {
   }
 }
 
+// The bytes of one pair record (below).
+constexpr size_t kQPairRecordBytes = 128;
+
+#if LFMVOX_QUANT_INTRINSICS
+// The 32-blocks (Q8_0, Q4_0) on AVX2/AVX-512, two blocks a step: a decoder
+// with kPairs has
+//   Pair DecodePair(const uint8_t* blk): blocks b, b + 1 (blk: b's start) as
+//       the two 32-byte halves of the pair record below (lanes of 128 bits:
+//       b's then b + 1's); DecodeTail(blk): block b alone, b + 1's lanes 0;
+//   QInt DotPair(pair, xrec): int32 lanes 0-3 summing b's products, 4-7
+//       b + 1's, exact;
+//   __m256 PairScale(blk): d_w of b in lanes 0-3, of b + 1 in 4-7 (exact);
+//       TailScale(blk): b's in every lane.
+// The quantized X record of such a format holds per pair p of groups
+// (2p, 2p + 1), at 128·p: xA = values [0, 16) of 2p then [0, 16) of 2p + 1,
+// xB = values [16, 32) of both, the X-side correction o·(pair sums of xA)
+// + o·(pair sums of xB) as int16, and d_x as [d_2p ×4, d_2p+1 ×4] (f32);
+// a missing 2p + 1 (odd group count) is zeros. So one step costs one
+// conversion, one multiply of the scales and one FMA for 64 weights (Q4_0
+// also one pmaddwd: its two pmaddubsw results add exactly in int16), and
+// every tile shape runs the same steps in the same order: per output, one FMA
+// per pair in order, then the tail, then the lane sum (batched == alone).
+
+// Prefetch of the next tile's rows at a step: offsets 64 apart from its
+// start (steps are contiguous, so every line is touched).
+template <class Fmt>
+HWY_INLINE void PrefetchPair(const uint8_t* p) {
+  for (size_t o = 0; o < 2 * Fmt::kBlockBytes; o += 64) hwy::Prefetch(p + o);
+}
+
+template <class Fmt>
+HWY_INLINE QAcc QPairStep(const typename Fmt::Pair& codes, __m256 dw, const uint8_t* xr, QAcc acc) {
+  const __m256 s = _mm256_mul_ps(dw, _mm256_load_ps(reinterpret_cast<const float*>(xr + 96)));
+  return QMulAdd(Fmt::DotPair(codes, xr), s, acc);
+}
+
+template <size_t R, size_t NR, class Fmt>
+HWY_NOINLINE void QTilePairs(const QuantArgs& a, size_t i, size_t j) {
+  const size_t rb = a.w_row_bytes;
+  const uint8_t* HWY_RESTRICT w = a.w + j * rb;
+  const uint8_t* HWY_RESTRICT x = a.x + i * a.ldx;
+  constexpr size_t kPB = 2 * Fmt::kBlockBytes;
+  QAcc acc[R][NR];  // acc[r][c]: Y[i + r, j + c]
+  HWY_UNROLL(8)
+  for (size_t r = 0; r < R; ++r) {
+    HWY_UNROLL(8)
+    for (size_t c = 0; c < NR; ++c) acc[r][c] = QZero();
+  }
+  const size_t pairs = a.blocks / 2;
+  for (size_t p = 0; p < pairs; ++p) {
+    HWY_UNROLL(8)
+    for (size_t c = 0; c < NR; ++c) PrefetchPair<Fmt>(w + (c + NR) * rb + p * kPB);
+    // W row outer, X row inner: one decoded pair and its d_w live; each X
+    // row's record parts come from L1 as memory operands.
+    HWY_UNROLL(8)
+    for (size_t c = 0; c < NR; ++c) {
+      const uint8_t* blk = w + c * rb + p * kPB;
+      const typename Fmt::Pair codes = Fmt::DecodePair(blk);
+      const __m256 dw = Fmt::PairScale(blk);
+      HWY_UNROLL(8)
+      for (size_t r = 0; r < R; ++r) {
+        acc[r][c] = QPairStep<Fmt>(codes, dw, x + r * a.ldx + kQPairRecordBytes * p, acc[r][c]);
+      }
+    }
+  }
+  if (a.blocks % 2 != 0) {
+    HWY_UNROLL(8)
+    for (size_t c = 0; c < NR; ++c) {
+      const uint8_t* blk = w + c * rb + pairs * kPB;
+      const typename Fmt::Pair codes = Fmt::DecodeTail(blk);
+      const __m256 dw = Fmt::TailScale(blk);
+      HWY_UNROLL(8)
+      for (size_t r = 0; r < R; ++r) {
+        acc[r][c] = QPairStep<Fmt>(codes, dw, x + r * a.ldx + kQPairRecordBytes * pairs, acc[r][c]);
+      }
+    }
+  }
+  HWY_UNROLL(8)
+  for (size_t r = 0; r < R; ++r) {
+    HWY_UNROLL(8)
+    for (size_t c = 0; c < NR; ++c) {
+      float s = QSum(acc[r][c]);
+      if (a.bias != nullptr) s += a.bias[j + c];
+      a.y[(i + r) * a.ldy + j + c] = s;
+    }
+  }
+}
+
+// X row `x` (k values) as pair records at rec (see kQPairRecordBytes).
+template <class Fmt>
+void QuantizePairRecords(const float* x, size_t k, uint8_t* rec) {
+  const size_t groups = k / 32;
+  for (size_t g0 = 0; g0 < groups; g0 += 2) {
+    uint8_t* r = rec + kQPairRecordBytes * (g0 / 2);
+    float d[2] = {0.0f, 0.0f};
+    // The groups whole first (32 int8 each at r, r + 32), then regrouped.
+    internal::QuantizeActivations(x + 32 * g0, 32 * std::min<size_t>(2, groups - g0),
+                                  reinterpret_cast<int8_t*>(r), 32, d);
+    const __m256i v0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(r));
+    const __m256i v1 = g0 + 1 < groups ? _mm256_load_si256(reinterpret_cast<const __m256i*>(r + 32))
+                                       : _mm256_setzero_si256();
+    const __m256i xa = _mm256_permute2x128_si256(v0, v1, 0x20);
+    const __m256i xb = _mm256_permute2x128_si256(v0, v1, 0x31);
+    _mm256_store_si256(reinterpret_cast<__m256i*>(r), xa);
+    _mm256_store_si256(reinterpret_cast<__m256i*>(r + 32), xb);
+    const __m256i o = _mm256_set1_epi8(static_cast<char>(Fmt::kXSideScale));
+    _mm256_store_si256(reinterpret_cast<__m256i*>(r + 64),
+                       _mm256_add_epi16(_mm256_maddubs_epi16(o, xa), _mm256_maddubs_epi16(o, xb)));
+    _mm256_store_ps(reinterpret_cast<float*>(r + 96),
+                    _mm256_blend_ps(_mm256_set1_ps(d[0]), _mm256_set1_ps(d[1]), 0xF0));
+  }
+}
+#endif  // LFMVOX_QUANT_INTRINSICS
+
+// Whether Fmt runs two blocks a step (QTilePairs) on this target.
+template <class Fmt>
+constexpr bool QPairs() {
+#if LFMVOX_QUANT_INTRINSICS
+  return Fmt::kPairs;
+#else
+  return false;
+#endif
+}
+
+template <size_t R, size_t NR, class Fmt>
+HWY_INLINE void QTileAny(const QuantArgs& a, size_t i, size_t j) {
+#if LFMVOX_QUANT_INTRINSICS
+  if constexpr (QPairs<Fmt>()) {
+    QTilePairs<R, NR, Fmt>(a, i, j);
+  } else  // NOLINT(readability/braces)
+#endif
+  {
+    QTile<R, NR, Fmt>(a, i, j);
+  }
+}
+
 template <size_t NR, size_t R, size_t MaxR, class Fmt>
 HWY_INLINE void QTileRows(const QuantArgs& a, size_t rows, size_t i, size_t j) {
   if constexpr (R <= MaxR) {
-    if (rows == R) return QTile<R, NR, Fmt>(a, i, j);
+    if (rows == R) return QTileAny<R, NR, Fmt>(a, i, j);
     QTileRows<NR, R + 1, MaxR, Fmt>(a, rows, i, j);
   }
 }
@@ -305,9 +457,17 @@ void QuantMatMulWith(const float* x, size_t m, size_t ldx, const MatrixView& w, 
     return;
   }
   // X quantized here, in the calling thread, into its scratch (grown only).
-  const size_t groups = k / 32, d_at = 64 * groups, ld = RoundUp(d_at + 4 * groups, 64);
+  const size_t groups = k / 32;
+  const size_t d_at = 64 * groups;
+  const size_t ld = QPairs<Fmt>() ? kQPairRecordBytes * ((groups + 1) / 2) : RoundUp(d_at + 4 * groups, 64);
   uint8_t* xq = internal::ThreadQuantScratch().Reserve(m * ld);
   for (size_t i = 0; i < m; ++i) {
+#if LFMVOX_QUANT_INTRINSICS
+    if constexpr (QPairs<Fmt>()) {
+      QuantizePairRecords<Fmt>(x + i * ldx, k, xq + i * ld);
+      continue;
+    }
+#endif
     uint8_t* rec = xq + i * ld;
     internal::QuantizeActivations(x + i * ldx, k, reinterpret_cast<int8_t*>(rec), 64,
                                   reinterpret_cast<float*>(rec + d_at));
