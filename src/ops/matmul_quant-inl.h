@@ -139,22 +139,6 @@ HWY_INLINE QScale QLoadScale(const uint8_t* p) {
 #endif
 }
 
-#if LFMVOX_QUANT_INTRINSICS
-// The f16 scales at p and q, widened exactly: p's in lanes 0-3, q's in 4-7.
-HWY_INLINE __m256 QLoadScalePair(const uint8_t* p, const uint8_t* q) {
-  uint16_t hp, hq;
-  std::memcpy(&hp, p, 2);
-  std::memcpy(&hq, q, 2);
-#if !defined(HWY_DISABLE_F16C)
-  const __m128i h = _mm_unpacklo_epi16(_mm_cvtsi32_si128(hp), _mm_cvtsi32_si128(hq));
-  const __m128i spread = _mm_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2, 3, 2, 3, 2, 3);
-  return _mm256_cvtph_ps(_mm_shuffle_epi8(h, spread));
-#else
-  return _mm256_blend_ps(_mm256_set1_ps(F16ToF32(hp)), _mm256_set1_ps(F16ToF32(hq)), 0xF0);
-#endif
-}
-#endif
-
 HWY_INLINE QScale QLoadXScale(const uint8_t* p) {
   float d;
   std::memcpy(&d, p, 4);
@@ -272,80 +256,103 @@ HWY_NOINLINE void QTile(const QuantArgs& a, size_t i, size_t j) {
   }
 }
 
-// The bytes of one pair record (below).
-constexpr size_t kQPairRecordBytes = 128;
-
 #if LFMVOX_QUANT_INTRINSICS
-// The 32-blocks (Q8_0, Q4_0) on AVX2/AVX-512, two blocks a step: a decoder
-// with kPairs has
-//   Pair DecodePair(const uint8_t* blk): blocks b, b + 1 (blk: b's start) as
-//       the two 32-byte halves of the pair record below (lanes of 128 bits:
-//       b's then b + 1's); DecodeTail(blk): block b alone, b + 1's lanes 0;
-//   QInt DotPair(pair, xrec): int32 lanes 0-3 summing b's products, 4-7
-//       b + 1's, exact;
-//   __m256 PairScale(blk): d_w of b in lanes 0-3, of b + 1 in 4-7 (exact);
-//       TailScale(blk): b's in every lane.
-// The quantized X record of such a format holds per pair p of groups
-// (2p, 2p + 1), at 128·p: xA = values [0, 16) of 2p then [0, 16) of 2p + 1,
-// xB = values [16, 32) of both, the X-side correction o·(pair sums of xA)
-// + o·(pair sums of xB) as int16, and d_x as [d_2p ×4, d_2p+1 ×4] (f32);
-// a missing 2p + 1 (odd group count) is zeros. So one step costs one
-// conversion, one multiply of the scales and one FMA for 64 weights (Q4_0
-// also one pmaddwd: its two pmaddubsw results add exactly in int16), and
-// every tile shape runs the same steps in the same order: per output, one FMA
-// per pair in order, then the tail, then the lane sum (batched == alone).
+// The 32-blocks (Q8_0, Q4_0) on AVX2/AVX-512, kStepBlocks = S blocks a step
+// (Q8_0: 2, Q4_0: 4): a decoder with kSteps has
+//   Step DecodeStep(const uint8_t* blk): blocks b .. b + S (blk: b's start)
+//       in the order of the X record below; DecodeTail(blk, n): the n < S
+//       blocks left at the end of a row, the others' codes 0;
+//   QInt DotStep(step, xrec): int32 lanes, lane l summing the products of
+//       block b + l / (8 / S) only, exact;
+//   PackX(q, d, rec): the X record of a step from its S groups (q: 32·S int8
+//       in element order, d: their f32 scales; zeros past a row's end):
+//       the int8 values in the decoder's order, the X-side correction if the
+//       decoder has one, and at kDxAt the 8 floats d[l / (8 / S)].
+// So a step costs one pmaddwd, one conversion, one multiply of the scales and
+// one FMA per 32·S weights (Q4_0 adds its four pmaddubsw results exactly in
+// int16; Q8_0's two halves could overflow it and are widened separately),
+// and every tile shape runs the same steps in the same order: per output,
+// one FMA per step in order, then the tail, then the lane sum (batched ==
+// alone). The X record is private to the call, so its layout is free.
+
+// d_w of the S = 2 or 4 blocks at blk (kBlockBytes apart) in the lanes the
+// steps use (lane l: block l / (8 / S)); the blocks from n on take block 0's
+// (finite; their products are 0). Built in general registers, which the
+// vector ports do not share.
+template <size_t S, size_t kBlockBytes>
+HWY_INLINE __m256 QLoadStepScales(const uint8_t* blk, size_t n = S) {
+  uint16_t h[S];
+  std::memcpy(&h[0], blk, 2);
+  for (size_t s = 1; s < S; ++s) {
+    if (s < n) {
+      std::memcpy(&h[s], blk + s * kBlockBytes, 2);
+    } else {
+      h[s] = h[0];
+    }
+  }
+#if !defined(HWY_DISABLE_F16C)
+  uint64_t v = 0;
+  for (size_t s = 0; s < S; ++s) v |= uint64_t{h[s]} << (16 * s);
+  __m128i t = _mm_cvtsi64_si128(static_cast<long long>(v));
+  t = _mm_unpacklo_epi16(t, t);
+  if constexpr (S == 2) t = _mm_unpacklo_epi32(t, t);
+  return _mm256_cvtph_ps(t);
+#else
+  HWY_ALIGN float f[8];
+  for (size_t l = 0; l < 8; ++l) f[l] = F16ToF32(h[l / (8 / S)]);
+  return _mm256_load_ps(f);
+#endif
+}
 
 // Prefetch of the next tile's rows at a step: offsets 64 apart from its
 // start (steps are contiguous, so every line is touched).
 template <class Fmt>
-HWY_INLINE void PrefetchPair(const uint8_t* p) {
-  for (size_t o = 0; o < 2 * Fmt::kBlockBytes; o += 64) hwy::Prefetch(p + o);
+HWY_INLINE void PrefetchStep(const uint8_t* p) {
+  for (size_t o = 0; o < Fmt::kStepBlocks * Fmt::kBlockBytes; o += 64) hwy::Prefetch(p + o);
 }
 
 template <class Fmt>
-HWY_INLINE QAcc QPairStep(const typename Fmt::Pair& codes, __m256 dw, const uint8_t* xr, QAcc acc) {
-  const __m256 s = _mm256_mul_ps(dw, _mm256_load_ps(reinterpret_cast<const float*>(xr + 96)));
-  return QMulAdd(Fmt::DotPair(codes, xr), s, acc);
+HWY_INLINE QAcc QStepAcc(const typename Fmt::Step& codes, __m256 dw, const uint8_t* xr, QAcc acc) {
+  const __m256 s = _mm256_mul_ps(dw, _mm256_load_ps(reinterpret_cast<const float*>(xr + Fmt::kDxAt)));
+  return QMulAdd(Fmt::DotStep(codes, xr), s, acc);
 }
 
 template <size_t R, size_t NR, class Fmt>
-HWY_NOINLINE void QTilePairs(const QuantArgs& a, size_t i, size_t j) {
+HWY_NOINLINE void QTileSteps(const QuantArgs& a, size_t i, size_t j) {
   const size_t rb = a.w_row_bytes;
   const uint8_t* HWY_RESTRICT w = a.w + j * rb;
   const uint8_t* HWY_RESTRICT x = a.x + i * a.ldx;
-  constexpr size_t kPB = 2 * Fmt::kBlockBytes;
+  constexpr size_t kS = Fmt::kStepBlocks, kSB = kS * Fmt::kBlockBytes, kXB = Fmt::kRecordBytes;
   QAcc acc[R][NR];  // acc[r][c]: Y[i + r, j + c]
   HWY_UNROLL(8)
   for (size_t r = 0; r < R; ++r) {
     HWY_UNROLL(8)
     for (size_t c = 0; c < NR; ++c) acc[r][c] = QZero();
   }
-  const size_t pairs = a.blocks / 2;
-  for (size_t p = 0; p < pairs; ++p) {
+  const size_t steps = a.blocks / kS;
+  for (size_t p = 0; p < steps; ++p) {
     HWY_UNROLL(8)
-    for (size_t c = 0; c < NR; ++c) PrefetchPair<Fmt>(w + (c + NR) * rb + p * kPB);
-    // W row outer, X row inner: one decoded pair and its d_w live; each X
+    for (size_t c = 0; c < NR; ++c) PrefetchStep<Fmt>(w + (c + NR) * rb + p * kSB);
+    // W row outer, X row inner: one decoded step and its d_w live; each X
     // row's record parts come from L1 as memory operands.
     HWY_UNROLL(8)
     for (size_t c = 0; c < NR; ++c) {
-      const uint8_t* blk = w + c * rb + p * kPB;
-      const typename Fmt::Pair codes = Fmt::DecodePair(blk);
-      const __m256 dw = Fmt::PairScale(blk);
+      const uint8_t* blk = w + c * rb + p * kSB;
+      const typename Fmt::Step codes = Fmt::DecodeStep(blk);
+      const __m256 dw = QLoadStepScales<kS, Fmt::kBlockBytes>(blk);
       HWY_UNROLL(8)
-      for (size_t r = 0; r < R; ++r) {
-        acc[r][c] = QPairStep<Fmt>(codes, dw, x + r * a.ldx + kQPairRecordBytes * p, acc[r][c]);
-      }
+      for (size_t r = 0; r < R; ++r) acc[r][c] = QStepAcc<Fmt>(codes, dw, x + r * a.ldx + kXB * p, acc[r][c]);
     }
   }
-  if (a.blocks % 2 != 0) {
+  if (const size_t n = a.blocks % kS; n != 0) {
     HWY_UNROLL(8)
     for (size_t c = 0; c < NR; ++c) {
-      const uint8_t* blk = w + c * rb + pairs * kPB;
-      const typename Fmt::Pair codes = Fmt::DecodeTail(blk);
-      const __m256 dw = Fmt::TailScale(blk);
+      const uint8_t* blk = w + c * rb + steps * kSB;
+      const typename Fmt::Step codes = Fmt::DecodeTail(blk, n);
+      const __m256 dw = QLoadStepScales<kS, Fmt::kBlockBytes>(blk, n);
       HWY_UNROLL(8)
       for (size_t r = 0; r < R; ++r) {
-        acc[r][c] = QPairStep<Fmt>(codes, dw, x + r * a.ldx + kQPairRecordBytes * pairs, acc[r][c]);
+        acc[r][c] = QStepAcc<Fmt>(codes, dw, x + r * a.ldx + kXB * steps, acc[r][c]);
       }
     }
   }
@@ -360,47 +367,56 @@ HWY_NOINLINE void QTilePairs(const QuantArgs& a, size_t i, size_t j) {
   }
 }
 
-// X row `x` (k values) as pair records at rec (see kQPairRecordBytes).
+// X row `x` (k values) as step records at rec (see PackX).
 template <class Fmt>
-void QuantizePairRecords(const float* x, size_t k, uint8_t* rec) {
+void QuantizeStepRecords(const float* x, size_t k, uint8_t* rec) {
+  constexpr size_t kS = Fmt::kStepBlocks;
   const size_t groups = k / 32;
-  for (size_t g0 = 0; g0 < groups; g0 += 2) {
-    uint8_t* r = rec + kQPairRecordBytes * (g0 / 2);
-    float d[2] = {0.0f, 0.0f};
-    // The groups whole first (32 int8 each at r, r + 32), then regrouped.
-    internal::QuantizeActivations(x + 32 * g0, 32 * std::min<size_t>(2, groups - g0),
-                                  reinterpret_cast<int8_t*>(r), 32, d);
-    const __m256i v0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(r));
-    const __m256i v1 = g0 + 1 < groups ? _mm256_load_si256(reinterpret_cast<const __m256i*>(r + 32))
-                                       : _mm256_setzero_si256();
-    const __m256i xa = _mm256_permute2x128_si256(v0, v1, 0x20);
-    const __m256i xb = _mm256_permute2x128_si256(v0, v1, 0x31);
-    _mm256_store_si256(reinterpret_cast<__m256i*>(r), xa);
-    _mm256_store_si256(reinterpret_cast<__m256i*>(r + 32), xb);
-    const __m256i o = _mm256_set1_epi8(static_cast<char>(Fmt::kXSideScale));
-    _mm256_store_si256(reinterpret_cast<__m256i*>(r + 64),
-                       _mm256_add_epi16(_mm256_maddubs_epi16(o, xa), _mm256_maddubs_epi16(o, xb)));
-    _mm256_store_ps(reinterpret_cast<float*>(r + 96),
-                    _mm256_blend_ps(_mm256_set1_ps(d[0]), _mm256_set1_ps(d[1]), 0xF0));
+  for (size_t g0 = 0; g0 < groups; g0 += kS) {
+    HWY_ALIGN int8_t q[32 * kS] = {};
+    float d[kS] = {};
+    internal::QuantizeActivations(x + 32 * g0, 32 * std::min(kS, groups - g0), q, 32, d);
+    Fmt::PackX(q, d, rec + Fmt::kRecordBytes * (g0 / kS));
   }
 }
 #endif  // LFMVOX_QUANT_INTRINSICS
 
-// Whether Fmt runs two blocks a step (QTilePairs) on this target.
+// Whether Fmt runs several blocks a step (QTileSteps) on this target.
 template <class Fmt>
-constexpr bool QPairs() {
+constexpr bool QSteps() {
 #if LFMVOX_QUANT_INTRINSICS
-  return Fmt::kPairs;
+  return Fmt::kSteps;
 #else
   return false;
 #endif
 }
 
+// The bytes of Fmt's X record per row of k values.
+template <class Fmt>
+constexpr size_t QRecordBytes(size_t k) {
+  const size_t groups = k / 32;
+#if LFMVOX_QUANT_INTRINSICS
+  if constexpr (QSteps<Fmt>())
+    return Fmt::kRecordBytes * ((groups + Fmt::kStepBlocks - 1) / Fmt::kStepBlocks);
+#endif
+  return RoundUp(64 * groups + 4 * groups, 64);
+}
+
+// The decoder's kDotShift (see QuantMatMulWith), 0 where it has none.
+template <class Fmt>
+constexpr unsigned QDotShift() {
+  if constexpr (requires { Fmt::kDotShift; }) {
+    return Fmt::kDotShift;
+  } else {
+    return 0;
+  }
+}
+
 template <size_t R, size_t NR, class Fmt>
 HWY_INLINE void QTileAny(const QuantArgs& a, size_t i, size_t j) {
 #if LFMVOX_QUANT_INTRINSICS
-  if constexpr (QPairs<Fmt>()) {
-    QTilePairs<R, NR, Fmt>(a, i, j);
+  if constexpr (QSteps<Fmt>()) {
+    QTileSteps<R, NR, Fmt>(a, i, j);
   } else  // NOLINT(readability/braces)
 #endif
   {
@@ -459,12 +475,12 @@ void QuantMatMulWith(const float* x, size_t m, size_t ldx, const MatrixView& w, 
   // X quantized here, in the calling thread, into its scratch (grown only).
   const size_t groups = k / 32;
   const size_t d_at = 64 * groups;
-  const size_t ld = QPairs<Fmt>() ? kQPairRecordBytes * ((groups + 1) / 2) : RoundUp(d_at + 4 * groups, 64);
+  const size_t ld = QRecordBytes<Fmt>(k);
   uint8_t* xq = internal::ThreadQuantScratch().Reserve(m * ld);
   for (size_t i = 0; i < m; ++i) {
 #if LFMVOX_QUANT_INTRINSICS
-    if constexpr (QPairs<Fmt>()) {
-      QuantizePairRecords<Fmt>(x + i * ldx, k, xq + i * ld);
+    if constexpr (QSteps<Fmt>()) {
+      QuantizeStepRecords<Fmt>(x + i * ldx, k, xq + i * ld);
       continue;
     }
 #endif
@@ -478,6 +494,15 @@ void QuantMatMulWith(const float* x, size_t m, size_t ldx, const MatrixView& w, 
         const __m256i v = _mm256_maddubs_epi16(o, QLoadX(rec + 64 * g));
         _mm256_store_si256(reinterpret_cast<__m256i*>(rec + 64 * g + 32), v);
       }
+    }
+    // A decoder whose Dot returns 2^kDotShift times the group sum (exactly:
+    // the factor is a power of two and the sums stay below 2^24 / 2^shift)
+    // gets d_x · 2^-kDotShift, so that the product of the scales is the same
+    // f32 value times that power of two and the FMA's result the same bits.
+    // (Exact while d_x · 2^-kDotShift is normal, i.e. d_x > 2^-118.)
+    if constexpr (QDotShift<Fmt>() != 0) {
+      float* d = reinterpret_cast<float*>(rec + d_at);
+      for (size_t g = 0; g < groups; ++g) d[g] *= 1.0f / static_cast<float>(1u << QDotShift<Fmt>());
     }
 #endif
   }
