@@ -20,20 +20,62 @@ struct Q4_0Blocks {
   static constexpr size_t kBlockElems = 32, kBlockBytes = kQ4_0BlockBytes, kGroups = 1;
   static constexpr size_t kScaleAt = 0, kXSideScale = 8, kNrR1 = 8;
 #if LFMVOX_QUANT_INTRINSICS
-  // The 32 nibbles as unsigned bytes in element order (low nibbles, then high).
-  using Codes = __m256i;
-  // The 16 bytes in both halves (a load, no shuffle), the upper half shifted
-  // down 4 bits, then masked: 2 ALU ops.
-  static Codes Decode(const uint8_t* blk, size_t /*g*/) {
-    const __m256i raw =
-        _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 2)));
-    const __m256i shifted = _mm256_srlv_epi32(raw, _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4));
-    return _mm256_and_si256(shifted, _mm256_set1_epi8(0x0f));
+  // Four blocks a step (matmul_quant-inl.h). Block j's code byte i holds
+  // weights i (low nibble) and i + 16 (high). With L = code bytes [0, 8) of
+  // blocks b, b + 1 | b + 2, b + 3 (64 bits each; the bar: 128-bit lanes)
+  // and H = bytes [8, 16) alike, the four registers
+  //   L & 15: weights [0, 8),   H & 15: [8, 16),
+  //   L >> 4: [16, 24),         H >> 4: [24, 32)     (of each block)
+  // hold 64-bit pieces of one block each, and the X record holds the values
+  // in the same order (A, B, C, D), then the X-side correction, then d_x.
+  static constexpr bool kSteps = true;
+  static constexpr size_t kStepBlocks = 4, kRecordBytes = 192, kDxAt = 160;
+  struct Step {
+    __m256i a, b, c, d;
+  };
+  static Step Split(__m256i p, __m256i q) {  // p: blocks b | b + 2, q: b + 1 | b + 3
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    const __m256i l = _mm256_unpacklo_epi64(p, q), h = _mm256_unpackhi_epi64(p, q);
+    return {_mm256_and_si256(l, m4), _mm256_and_si256(h, m4), _mm256_and_si256(_mm256_srli_epi16(l, 4), m4),
+            _mm256_and_si256(_mm256_srli_epi16(h, 4), m4)};
   }
-  // xs = 8·(pair sums of x): Σ x·(q − 8) = Σ x·q − 8·Σ x.
-  static QInt Dot(Codes q, __m256i x, __m256i xs) {
-    const __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(q, x), xs);  // |p| ≤ 2·8·127
-    return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
+  static __m128i Codes(const uint8_t* blk, size_t j) {
+    return _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + j * kBlockBytes + 2));
+  }
+  static __m256i Join(__m128i lo, __m128i hi) {
+    return _mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1);
+  }
+  static Step DecodeStep(const uint8_t* blk) {
+    return Split(Join(Codes(blk, 0), Codes(blk, 2)), Join(Codes(blk, 1), Codes(blk, 3)));
+  }
+  static Step DecodeTail(const uint8_t* blk, size_t n) {  // n = 1, 2 or 3
+    const __m128i z = _mm_setzero_si128();
+    return Split(Join(Codes(blk, 0), n > 2 ? Codes(blk, 2) : z), Join(n > 1 ? Codes(blk, 1) : z, z));
+  }
+  // Pair sums ≤ 2·15·127 each, four of them ≤ 15240, the correction (8 times
+  // 8 values) ≤ 8128 in magnitude: the int16 sums and difference are exact.
+  static QInt DotStep(const Step& q, const uint8_t* xr) {
+    auto x = [xr](size_t o) { return _mm256_load_si256(reinterpret_cast<const __m256i*>(xr + o)); };
+    const __m256i p = _mm256_add_epi16(
+        _mm256_add_epi16(_mm256_maddubs_epi16(q.a, x(0)), _mm256_maddubs_epi16(q.b, x(32))),
+        _mm256_add_epi16(_mm256_maddubs_epi16(q.c, x(64)), _mm256_maddubs_epi16(q.d, x(96))));
+    return _mm256_madd_epi16(_mm256_sub_epi16(p, x(128)), _mm256_set1_epi16(1));
+  }
+  // A, B, C, D: values [8·part, 8·part + 8) of groups 0 .. 3 in that order;
+  // the correction: 8 times their pair sums, as pmaddubsw forms them.
+  static void PackX(const int8_t* q, const float* d, uint8_t* rec) {
+    for (size_t part = 0; part < 4; ++part) {
+      for (size_t g = 0; g < 4; ++g) std::memcpy(rec + 32 * part + 8 * g, q + 32 * g + 8 * part, 8);
+    }
+    const __m256i o = _mm256_set1_epi8(8);
+    __m256i xs = _mm256_setzero_si256();
+    for (size_t part = 0; part < 4; ++part) {
+      xs = _mm256_add_epi16(
+          xs, _mm256_maddubs_epi16(o, _mm256_load_si256(reinterpret_cast<const __m256i*>(rec + 32 * part))));
+    }
+    _mm256_store_si256(reinterpret_cast<__m256i*>(rec + 128), xs);
+    _mm256_store_ps(reinterpret_cast<float*>(rec + kDxAt),
+                    _mm256_setr_ps(d[0], d[0], d[1], d[1], d[2], d[2], d[3], d[3]));
   }
 #else
   using Codes = Codes16;

@@ -32,9 +32,11 @@ struct Q6_KBlocks {
     return static_cast<int8_t>(blk[kQ6_KScales + 8 * (g / 4) + 2 * (g % 4) + half]);
   }
 #if LFMVOX_QUANT_INTRINSICS
+  static constexpr bool kSteps = false;
+  static constexpr unsigned kDotShift = 8;
   struct Codes {
     __m256i q;   // the unsigned 6-bit codes, element order
-    __m256i sc;  // the sub-scales as int16: 8 lanes of sc_a, then 8 of sc_b
+    __m256i sc;  // 256 × the sub-scales as int16: 8 lanes of sc_a, then 8 of sc_b
   };
   static Codes Decode(const uint8_t* blk, size_t g) {
     const size_t h = g / 4, t = g % 4;
@@ -42,20 +44,30 @@ struct Q6_KBlocks {
     const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + kQ6_KQh + 32 * h));
     const __m256i m4 = _mm256_set1_epi8(0x0f);
     const __m256i lo = t < 2 ? _mm256_and_si256(ql, m4) : _mm256_and_si256(_mm256_srli_epi16(ql, 4), m4);
-    const __m256i hi2 = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(static_cast<int>(2 * t))),
-                                         _mm256_set1_epi8(3));
+    // qh's bit pair 2t..2t+1 moved to bits 4-5 of each byte (one 16-bit
+    // shift; the bits it carries across bytes are masked off).
+    const __m256i m30 = _mm256_set1_epi8(0x30);
+    const __m256i hi = t == 0   ? _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30)
+                       : t == 1 ? _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30)
+                       : t == 2 ? _mm256_and_si256(qh, m30)
+                                : _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30);
     Codes c;
-    c.q = _mm256_or_si256(lo, _mm256_slli_epi16(hi2, 4));  // ≤ 3 << 4: no carry into the next byte
-    // scales[2g] in bytes 0-7 and scales[2g + 1] in bytes 8-15 (g = 4h + t), widened.
-    const __m128i sc8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + kQ6_KScales));
-    const __m128i pick = _mm_add_epi8(_mm_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1),
-                                      _mm_set1_epi8(static_cast<char>(2 * g)));
-    c.sc = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc8, pick));
+    c.q = _mm256_or_si256(lo, hi);
+    // The 16 sub-scales in both 128-bit lanes; scales[2g] into the high
+    // byte of each int16 of lane 0, scales[2g + 1] of lane 1, low bytes 0:
+    // 256 times the sub-scale, one shuffle (kDotShift undoes the 256).
+    const __m256i sc8 =
+        _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + kQ6_KScales)));
+    const char a = static_cast<char>(2 * g), b = static_cast<char>(2 * g + 1), z = -128;
+    c.sc = _mm256_shuffle_epi8(sc8, _mm256_setr_epi8(z, a, z, a, z, a, z, a, z, a, z, a, z, a, z, a,  //
+                                                     z, b, z, b, z, b, z, b, z, b, z, b, z, b, z, b));
     return c;
   }
   // xs = 32·(pair sums of x): Σ x·(q − 32) = Σ x·q − 32·Σ x.
-  // Pairs: |x·q| sums ≤ 2·63·127 and 32·|x| sums ≤ 2·32·127, both < 2^15;
-  // pmaddwd then multiplies each pair sum by its sub-scale (≤ 2^21 in all).
+  // Pairs: |x·q| sums ≤ 2·63·127 and 32·|x| sums ≤ 2·32·127, their
+  // difference < 2^15; pmaddwd then multiplies each by 256 times its
+  // sub-scale: ≤ 2·24130·128·256 < 2^31 per lane, 256 times a sum < 2^23,
+  // so f32 holds it exactly (kDotShift: d_x comes divided by 256).
   static QInt Dot(const Codes& c, __m256i x, __m256i xs) {
     return _mm256_madd_epi16(_mm256_sub_epi16(_mm256_maddubs_epi16(c.q, x), xs), c.sc);
   }

@@ -19,9 +19,14 @@
 //       as pmaddubsw forms them, is computed once per call for every group;
 //   Dot(codes, x, xside): int32 lanes whose sum is Σ_j x_q[j]·w_int[j] (for
 //       Q6_K with the 16-value sub-scales folded in), exact.
+// On AVX2/AVX-512 the 32-blocks (Q8_0, Q4_0) instead run several blocks a
+// step (kSteps, QTileSteps below): each int32 lane still sums one block's
+// products only and is scaled by that block's d_w·d_x, but one pmaddwd, one
+// conversion, one multiply of the scales and one FMA serve 64 (Q8_0) or 128
+// (Q4_0) weights, and X's record is laid out in the order the weights decode.
 //
 // Determinism: each output's accumulator vector sees the same sequence of
-// operations (its groups in order, the same lanes, one FMA each; then one
+// operations (its groups or steps in order, the same lanes, one FMA each; then one
 // fixed-order lane sum and the bias) whatever m, the tile shape, the row's
 // place in a tile or the split of W rows across threads, and X is quantized
 // row by row; so the contract of ops.h holds: batched == alone, bit for bit.
@@ -171,7 +176,9 @@ struct QuantArgs {
 // Hot [2048×2048], 1 thread, GFLOP/s at m = 64 (Q8_0 / Q4_0 / Q6_K): the
 // former 6×1 tiles 55 / 57 / 50; 4×3 spilled accumulators 64 / 65 / 42;
 // 4×2 (with every tile loop unrolled, without which GCC kept the
-// accumulator array on the stack) 63 / 71 / 61.
+// accumulator array on the stack) 63 / 71 / 61. With the steps of Q8_0 and
+// Q4_0 (L2-resident [192×2048], `bench_quant 0.15 l2`, best of 3 on a loaded
+// machine): Q8_0 59 → 66, Q4_0 64 → 101; the 4×2 main loops do not spill.
 constexpr size_t kQNrForR[] = {0, 4, 4, 3, 2};
 constexpr size_t kQMR = 4;
 // For m > kQMR: X rows processed against each W row block while they stay in
@@ -256,10 +263,178 @@ HWY_NOINLINE void QTile(const QuantArgs& a, size_t i, size_t j) {
   }
 }
 
+#if LFMVOX_QUANT_INTRINSICS
+// The 32-blocks (Q8_0, Q4_0) on AVX2/AVX-512, kStepBlocks = S blocks a step
+// (Q8_0: 2, Q4_0: 4): a decoder with kSteps has
+//   Step DecodeStep(const uint8_t* blk): blocks b .. b + S (blk: b's start)
+//       in the order of the X record below; DecodeTail(blk, n): the n < S
+//       blocks left at the end of a row, the others' codes 0;
+//   QInt DotStep(step, xrec): int32 lanes, lane l summing the products of
+//       block b + l / (8 / S) only, exact;
+//   PackX(q, d, rec): the X record of a step from its S groups (q: 32·S int8
+//       in element order, d: their f32 scales; zeros past a row's end):
+//       the int8 values in the decoder's order, the X-side correction if the
+//       decoder has one, and at kDxAt the 8 floats d[l / (8 / S)].
+// So a step costs one pmaddwd, one conversion, one multiply of the scales and
+// one FMA per 32·S weights (Q4_0 adds its four pmaddubsw results exactly in
+// int16; Q8_0's two halves could overflow it and are widened separately),
+// and every tile shape runs the same steps in the same order: per output,
+// one FMA per step in order, then the tail, then the lane sum (batched ==
+// alone). The X record is private to the call, so its layout is free.
+
+// d_w of the S = 2 or 4 blocks at blk (kBlockBytes apart) in the lanes the
+// steps use (lane l: block l / (8 / S)); the blocks from n on take block 0's
+// (finite; their products are 0). Built in general registers, which the
+// vector ports do not share.
+template <size_t S, size_t kBlockBytes>
+HWY_INLINE __m256 QLoadStepScales(const uint8_t* blk, size_t n = S) {
+  uint16_t h[S];
+  std::memcpy(&h[0], blk, 2);
+  for (size_t s = 1; s < S; ++s) {
+    if (s < n) {
+      std::memcpy(&h[s], blk + s * kBlockBytes, 2);
+    } else {
+      h[s] = h[0];
+    }
+  }
+#if !defined(HWY_DISABLE_F16C)
+  uint64_t v = 0;
+  for (size_t s = 0; s < S; ++s) v |= uint64_t{h[s]} << (16 * s);
+  __m128i t = _mm_cvtsi64_si128(static_cast<long long>(v));
+  t = _mm_unpacklo_epi16(t, t);
+  if constexpr (S == 2) t = _mm_unpacklo_epi32(t, t);
+  return _mm256_cvtph_ps(t);
+#else
+  HWY_ALIGN float f[8];
+  for (size_t l = 0; l < 8; ++l) f[l] = F16ToF32(h[l / (8 / S)]);
+  return _mm256_load_ps(f);
+#endif
+}
+
+// Prefetch of the next tile's rows at a step: offsets 64 apart from its
+// start (steps are contiguous, so every line is touched).
+template <class Fmt>
+HWY_INLINE void PrefetchStep(const uint8_t* p) {
+  for (size_t o = 0; o < Fmt::kStepBlocks * Fmt::kBlockBytes; o += 64) hwy::Prefetch(p + o);
+}
+
+template <class Fmt>
+HWY_INLINE QAcc QStepAcc(const typename Fmt::Step& codes, __m256 dw, const uint8_t* xr, QAcc acc) {
+  const __m256 s = _mm256_mul_ps(dw, _mm256_load_ps(reinterpret_cast<const float*>(xr + Fmt::kDxAt)));
+  return QMulAdd(Fmt::DotStep(codes, xr), s, acc);
+}
+
+template <size_t R, size_t NR, class Fmt>
+HWY_NOINLINE void QTileSteps(const QuantArgs& a, size_t i, size_t j) {
+  const size_t rb = a.w_row_bytes;
+  const uint8_t* HWY_RESTRICT w = a.w + j * rb;
+  const uint8_t* HWY_RESTRICT x = a.x + i * a.ldx;
+  constexpr size_t kS = Fmt::kStepBlocks, kSB = kS * Fmt::kBlockBytes, kXB = Fmt::kRecordBytes;
+  QAcc acc[R][NR];  // acc[r][c]: Y[i + r, j + c]
+  HWY_UNROLL(8)
+  for (size_t r = 0; r < R; ++r) {
+    HWY_UNROLL(8)
+    for (size_t c = 0; c < NR; ++c) acc[r][c] = QZero();
+  }
+  const size_t steps = a.blocks / kS;
+  for (size_t p = 0; p < steps; ++p) {
+    HWY_UNROLL(8)
+    for (size_t c = 0; c < NR; ++c) PrefetchStep<Fmt>(w + (c + NR) * rb + p * kSB);
+    // W row outer, X row inner: one decoded step and its d_w live; each X
+    // row's record parts come from L1 as memory operands.
+    HWY_UNROLL(8)
+    for (size_t c = 0; c < NR; ++c) {
+      const uint8_t* blk = w + c * rb + p * kSB;
+      const typename Fmt::Step codes = Fmt::DecodeStep(blk);
+      const __m256 dw = QLoadStepScales<kS, Fmt::kBlockBytes>(blk);
+      HWY_UNROLL(8)
+      for (size_t r = 0; r < R; ++r) acc[r][c] = QStepAcc<Fmt>(codes, dw, x + r * a.ldx + kXB * p, acc[r][c]);
+    }
+  }
+  if (const size_t n = a.blocks % kS; n != 0) {
+    HWY_UNROLL(8)
+    for (size_t c = 0; c < NR; ++c) {
+      const uint8_t* blk = w + c * rb + steps * kSB;
+      const typename Fmt::Step codes = Fmt::DecodeTail(blk, n);
+      const __m256 dw = QLoadStepScales<kS, Fmt::kBlockBytes>(blk, n);
+      HWY_UNROLL(8)
+      for (size_t r = 0; r < R; ++r) {
+        acc[r][c] = QStepAcc<Fmt>(codes, dw, x + r * a.ldx + kXB * steps, acc[r][c]);
+      }
+    }
+  }
+  HWY_UNROLL(8)
+  for (size_t r = 0; r < R; ++r) {
+    HWY_UNROLL(8)
+    for (size_t c = 0; c < NR; ++c) {
+      float s = QSum(acc[r][c]);
+      if (a.bias != nullptr) s += a.bias[j + c];
+      a.y[(i + r) * a.ldy + j + c] = s;
+    }
+  }
+}
+
+// X row `x` (k values) as step records at rec (see PackX).
+template <class Fmt>
+void QuantizeStepRecords(const float* x, size_t k, uint8_t* rec) {
+  constexpr size_t kS = Fmt::kStepBlocks;
+  const size_t groups = k / 32;
+  for (size_t g0 = 0; g0 < groups; g0 += kS) {
+    HWY_ALIGN int8_t q[32 * kS] = {};
+    float d[kS] = {};
+    internal::QuantizeActivations(x + 32 * g0, 32 * std::min(kS, groups - g0), q, 32, d);
+    Fmt::PackX(q, d, rec + Fmt::kRecordBytes * (g0 / kS));
+  }
+}
+#endif  // LFMVOX_QUANT_INTRINSICS
+
+// Whether Fmt runs several blocks a step (QTileSteps) on this target.
+template <class Fmt>
+constexpr bool QSteps() {
+#if LFMVOX_QUANT_INTRINSICS
+  return Fmt::kSteps;
+#else
+  return false;
+#endif
+}
+
+// The bytes of Fmt's X record per row of k values.
+template <class Fmt>
+constexpr size_t QRecordBytes(size_t k) {
+  const size_t groups = k / 32;
+#if LFMVOX_QUANT_INTRINSICS
+  if constexpr (QSteps<Fmt>())
+    return Fmt::kRecordBytes * ((groups + Fmt::kStepBlocks - 1) / Fmt::kStepBlocks);
+#endif
+  return RoundUp(64 * groups + 4 * groups, 64);
+}
+
+// The decoder's kDotShift (see QuantMatMulWith), 0 where it has none.
+template <class Fmt>
+constexpr unsigned QDotShift() {
+  if constexpr (requires { Fmt::kDotShift; }) {
+    return Fmt::kDotShift;
+  } else {
+    return 0;
+  }
+}
+
+template <size_t R, size_t NR, class Fmt>
+HWY_INLINE void QTileAny(const QuantArgs& a, size_t i, size_t j) {
+#if LFMVOX_QUANT_INTRINSICS
+  if constexpr (QSteps<Fmt>()) {
+    QTileSteps<R, NR, Fmt>(a, i, j);
+  } else  // NOLINT(readability/braces)
+#endif
+  {
+    QTile<R, NR, Fmt>(a, i, j);
+  }
+}
+
 template <size_t NR, size_t R, size_t MaxR, class Fmt>
 HWY_INLINE void QTileRows(const QuantArgs& a, size_t rows, size_t i, size_t j) {
   if constexpr (R <= MaxR) {
-    if (rows == R) return QTile<R, NR, Fmt>(a, i, j);
+    if (rows == R) return QTileAny<R, NR, Fmt>(a, i, j);
     QTileRows<NR, R + 1, MaxR, Fmt>(a, rows, i, j);
   }
 }
@@ -305,9 +480,17 @@ void QuantMatMulWith(const float* x, size_t m, size_t ldx, const MatrixView& w, 
     return;
   }
   // X quantized here, in the calling thread, into its scratch (grown only).
-  const size_t groups = k / 32, d_at = 64 * groups, ld = RoundUp(d_at + 4 * groups, 64);
+  const size_t groups = k / 32;
+  const size_t d_at = 64 * groups;
+  const size_t ld = QRecordBytes<Fmt>(k);
   uint8_t* xq = internal::ThreadQuantScratch().Reserve(m * ld);
   for (size_t i = 0; i < m; ++i) {
+#if LFMVOX_QUANT_INTRINSICS
+    if constexpr (QSteps<Fmt>()) {
+      QuantizeStepRecords<Fmt>(x + i * ldx, k, xq + i * ld);
+      continue;
+    }
+#endif
     uint8_t* rec = xq + i * ld;
     internal::QuantizeActivations(x + i * ldx, k, reinterpret_cast<int8_t*>(rec), 64,
                                   reinterpret_cast<float*>(rec + d_at));
@@ -318,6 +501,15 @@ void QuantMatMulWith(const float* x, size_t m, size_t ldx, const MatrixView& w, 
         const __m256i v = _mm256_maddubs_epi16(o, QLoadX(rec + 64 * g));
         _mm256_store_si256(reinterpret_cast<__m256i*>(rec + 64 * g + 32), v);
       }
+    }
+    // A decoder whose Dot returns 2^kDotShift times the group sum (exactly:
+    // the factor is a power of two and the sums stay below 2^24 / 2^shift)
+    // gets d_x · 2^-kDotShift, so that the product of the scales is the same
+    // f32 value times that power of two and the FMA's result the same bits.
+    // (Exact while d_x · 2^-kDotShift is normal, i.e. d_x > 2^-118.)
+    if constexpr (QDotShift<Fmt>() != 0) {
+      float* d = reinterpret_cast<float*>(rec + d_at);
+      for (size_t g = 0; g < groups; ++g) d[g] *= 1.0f / static_cast<float>(1u << QDotShift<Fmt>());
     }
 #endif
   }

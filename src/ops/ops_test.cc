@@ -26,6 +26,7 @@
 #include <limits>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "base/aligned.h"
@@ -342,11 +343,12 @@ struct QuantCase {
 
 // The block formats' shapes: every m the small-m tiles take, the 4-row tiles
 // with a remainder, several L2 row blocks (k = 2048, m = 33 and 64); n not a
-// multiple of any NR; k not a multiple of 256 where the block is 32.
+// multiple of any NR; k not a multiple of 256 where the block is 32, with
+// 1, 2 and 3 blocks after the last whole step of four (Q4_0) or two (Q8_0).
 std::vector<std::array<size_t, 3>> QuantShapes(WeightFormat f) {
   std::vector<std::array<size_t, 3>> shapes;  // m, n, k
   const std::vector<size_t> ks = f == WeightFormat::kQ6_K ? std::vector<size_t>{256, 512, 2048}
-                                                          : std::vector<size_t>{32, 96, 256, 512, 2048};
+                                                          : std::vector<size_t>{32, 96, 256, 320, 512, 2048};
   for (size_t k : ks) {
     for (size_t m : {1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 33}) shapes.push_back({m, 1 + (k / 32 + 3 * m) % 19, k});
   }
@@ -424,8 +426,13 @@ TEST(MatMulQuant, DeterministicAcrossChunkingEveryTarget) {
   ThreadTeam team1(1), team2(2);
   ForEachTarget([&] {
     Rng rng(12);
-    for (WeightFormat f : kBlockFormats) {
-      const size_t m = 37, n = 21, k = 2048;
+    // k = 2080: an odd count of 32-blocks, so the two-block steps of Q8_0 and
+    // Q4_0 end with a single block.
+    for (const auto& [f, k] :
+         {std::pair{WeightFormat::kQ8_0, size_t{2048}}, std::pair{WeightFormat::kQ8_0, size_t{2080}},
+          std::pair{WeightFormat::kQ4_0, size_t{2048}}, std::pair{WeightFormat::kQ4_0, size_t{2080}},
+          std::pair{WeightFormat::kQ6_K, size_t{2048}}}) {
+      const size_t m = 37, n = 21;
       QuantCase c(f, m, n, k, 1, 0, rng);
       const Weight w = c.W();
       std::vector<float> full(m * n), part(m * n);  // [m, n]
@@ -469,8 +476,12 @@ TEST(MatMulQuant, DoesNotReadPastTheEndEveryTarget) {
   uint8_t* end = static_cast<uint8_t*>(mem) + page;
   ThreadTeam team(1);
   ForEachTarget([&] {
-    for (WeightFormat f : kBlockFormats) {
-      const size_t n = 3, k = 256, rb = FormatRowBytes(f, k);
+    // k = 288: Q8_0 and Q4_0 rows end with a single block after the pairs.
+    for (const auto& [f, k] :
+         {std::pair{WeightFormat::kQ8_0, size_t{256}}, std::pair{WeightFormat::kQ8_0, size_t{288}},
+          std::pair{WeightFormat::kQ4_0, size_t{256}}, std::pair{WeightFormat::kQ4_0, size_t{288}},
+          std::pair{WeightFormat::kQ6_K, size_t{256}}}) {
+      const size_t n = 3, rb = FormatRowBytes(f, k);
       std::vector<float> ones(n * k, 1.0f), x(k, 1.0f), y(n), want(n);
       uint8_t* w = end - n * rb;
       QuantizeMatrix(f, ones.data(), n, k, w);
