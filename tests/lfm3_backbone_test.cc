@@ -621,6 +621,22 @@ TEST(Lfm3Generation, SpeechAndFreeTextTurnsEqualAPrefill) {
       RunTurnAndCheckPrefill(m->backbone, d->decoder, tok, {1, 40, 41, 42}, 9, 6, 12);
   ASSERT_FALSE(text.empty());
   EXPECT_EQ(text[0], 0);
+  // A full context ends the turn with an error, and Step refuses after it.
+  {
+    ThreadTeam team1(1);
+    Result<Lfm3Generator> small =
+        Lfm3Generator::Create(m->backbone, d->decoder, tok, 6, 12, Lfm3AudioSampling{}, 5, 6, 4, 1);
+    ASSERT_TRUE(small.ok()) << small.status().ToString();
+    ASSERT_TRUE(small->Begin(std::vector<int32_t>{1, 40, 41, 1990}, 1, team1).ok());
+    Lfm3StepOut out;
+    EXPECT_TRUE(small->Step(team1, &out).ok());
+    EXPECT_TRUE(small->Step(team1, &out).ok());
+    EXPECT_EQ(small->position(), 6);
+    const Status full = small->Step(team1, &out);
+    EXPECT_EQ(full.code(), StatusCode::kOutOfRange) << full.ToString();
+    EXPECT_TRUE(small->turn_ended());
+    EXPECT_FALSE(small->Step(team1, &out).ok());
+  }
   // Without the schedule in the files, the interleaved turn names the missing keys.
   ThreadTeam team(1);
   Result<Lfm3Generator> g =

@@ -126,7 +126,9 @@ Status Lfm3Generator::Step(ThreadTeam& team, Lfm3StepOut* out) {
     slots_left_ = speaking_ ? n_audio_ : n_text_;
   }
   std::memcpy(x_.data(), row_.data(), H * sizeof(float));
-  return Run(1, team);
+  const Status st = Run(1, team);
+  if (!st.ok()) ended_ = true;  // the slot's mode change stands but its row never ran: the turn is over
+  return st;
 }
 
 }  // namespace lfmvox

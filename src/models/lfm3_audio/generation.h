@@ -61,7 +61,8 @@ class Lfm3Generator {
   // Starts a turn at position 0: runs the prompt's token ids as one prefill and takes the mode from its
   // last token. The depth decoder's history and RNG start over (seed).
   Status Begin(std::span<const int32_t> prompt, uint64_t seed, ThreadTeam& team);
-  // One slot, then its input row through the backbone. Fails once the turn has ended or the context is full.
+  // One slot, then its input row through the backbone. Fails once the turn has ended; a step that
+  // finds the context full fails and ends the turn.
   Status Step(ThreadTeam& team, Lfm3StepOut* out);
 
   Lfm3Mode mode() const { return mode_; }
