@@ -1,7 +1,8 @@
 // The LFM3-Audio family behind the public API (src/api/family.h): today its speech decoder (the
 // LiquidCodec, codec.h) behind DetokenizerModel, and the registry entry that claims its files. The
-// backbone and generation loop are not implemented yet, so loading it as an AudioModel is a clear
-// error. Compiled into the API library (lfmvox_family in CMakeLists.txt), not into lfmvox_lfm3.
+// backbone and the generation loop exist in the library (backbone.h, generation.h; no oracle, see the
+// folder's README) but not behind FamilyModel yet, so loading it as an AudioModel is a clear error. Compiled
+// into the API library (lfmvox_family in CMakeLists.txt), not into lfmvox_lfm3.
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -52,9 +53,10 @@ Result<std::unique_ptr<FamilyCodec>> LoadLfm3Codec(const std::string& dir) {
 }
 
 Result<std::unique_ptr<FamilyModel>> LoadLfm3Model(const std::string& dir, const ModelOptions&) {
-  return Unimplemented(dir +
-                       " holds an LFM3-Audio model: lfmvox decodes its speech (DetokenizerModel, `lfmvox "
-                       "detokenize`) but does not run its backbone and generation loop yet");
+  return Unimplemented(
+      dir +
+      " holds an LFM3-Audio model: lfmvox decodes its speech (DetokenizerModel, `lfmvox "
+      "detokenize`) but does not yet run its backbone and generation loop behind the public API");
 }
 
 // The LFM3 speech-output layout (lfm3_config.h): a "model_type" naming LFM3, or the "depth_decoder"

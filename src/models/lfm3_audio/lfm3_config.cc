@@ -126,6 +126,134 @@ Result<Lfm3StackConfig> Lfm3StackConfig::FromJson(const json& j, const std::stri
   return c;
 }
 
+Status Lfm3StackConfig::ValidatePerLayer(const std::string& where) const {
+  if (!per_layer_attention()) {
+    if (!layer_rope_theta.empty() || !layer_rotary_dims.empty()) {
+      return InvalidArgument(where + ": per-layer RoPE settings need per-layer windows");
+    }
+    return Status::Ok();
+  }
+  const size_t n = layers.size();
+  if (window != 0) return InvalidArgument(where + ": per-layer windows replace the stack's one window");
+  if (layer_window.size() != n || layer_rope_theta.size() != n || layer_rotary_dims.size() != n) {
+    return InvalidArgument(
+        StrFormat("%s: the per-layer attention lists need %zu entries each", where.c_str(), n));
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if (layers[i] != Lfm3LayerKind::kAttention) continue;
+    const int rd = layer_rotary_dims[i];
+    if (layer_window[i] < 0 || layer_window[i] > (1 << 20) || !(layer_rope_theta[i] >= 1.0) || rd < 2 ||
+        rd > head_dim || rd % 2 != 0) {
+      return InvalidArgument(
+          StrFormat("%s: attention layer %zu has window %d, RoPE base %g, %d rotated dims; needs a window in "
+                    "[0, 2^20], "
+                    "a base >= 1 and an even rotated count in [2, head_dim = %d]",
+                    where.c_str(), i, layer_window[i], layer_rope_theta[i], rd, head_dim));
+    }
+  }
+  return Status::Ok();
+}
+
+Result<Lfm3BackboneConfig> Lfm3BackboneConfig::FromJson(const json& j, const std::string& where) {
+  LFM_RETURN_IF_ERROR(CheckObject(j, where));
+  Lfm3BackboneConfig b;
+  Lfm3StackConfig& c = b.stack;
+  LFM_RETURN_IF_ERROR(GetInt(j, "vocab_size", where, true, 1, 1 << 24, &b.vocab_size));
+  LFM_RETURN_IF_ERROR(GetInt(j, "hidden_size", where, true, 1, kMaxDim, &c.hidden_size));
+  LFM_RETURN_IF_ERROR(GetInt(j, "num_hidden_layers", where, true, 1, 1024, &c.num_layers));
+  LFM_RETURN_IF_ERROR(GetInt(j, "num_attention_heads", where, true, 1, 4096, &c.num_heads));
+  LFM_RETURN_IF_ERROR(GetInt(j, "num_key_value_heads", where, true, 1, 4096, &c.num_kv_heads));
+  LFM_RETURN_IF_ERROR(GetInt(j, "head_dim", where, true, 2, 4096, &c.head_dim));
+  LFM_RETURN_IF_ERROR(GetInt(j, "intermediate_size", where, true, 1, 1 << 24, &c.ffn_dim));
+  LFM_RETURN_IF_ERROR(GetFloat(j, "norm_eps", where, true, 0.0, 1.0, &c.norm_eps));
+  LFM_RETURN_IF_ERROR(GetBool(j, "tie_word_embeddings", where, true, &b.tie_word_embeddings));
+  LFM_RETURN_IF_ERROR(GetInt(j, "max_position_embeddings", where, true, 1, 1 << 24, &b.max_positions));
+  LFM_RETURN_IF_ERROR(GetInt(j, "bos_token_id", where, true, 0, b.vocab_size - 1, &b.bos_token_id));
+  LFM_RETURN_IF_ERROR(GetInt(j, "eos_token_id", where, true, 0, b.vocab_size - 1, &b.eos_token_id));
+  LFM_RETURN_IF_ERROR(
+      RequireValue(j, "rope_style", where, "neox", false,
+                   "rotate-half pairs (i, i + rotated/2), as the LFM3 stacks (oracle decision 1)"));
+  LFM_RETURN_IF_ERROR(GetDouble(j, "rope_theta", where, true, 1.0, 1e12, &c.rope_theta));
+  LFM_RETURN_IF_ERROR(GetDouble(j, "partial_rotary_factor", where, true, 0.0, 1.0, &b.partial_rotary_factor));
+  if (c.num_heads % c.num_kv_heads != 0) {
+    return InvalidArgument(
+        StrFormat("%s: \"num_key_value_heads\" = %d does not divide \"num_attention_heads\" = %d",
+                  where.c_str(), c.num_kv_heads, c.num_heads));
+  }
+  if (c.head_dim % 2 != 0) {
+    return InvalidArgument(
+        StrFormat("%s: \"head_dim\" = %d must be even for rotary embeddings", where.c_str(), c.head_dim));
+  }
+  // HF partial rotary: int(head_dim · factor) dims.
+  const int full_rd = static_cast<int>(c.head_dim * b.partial_rotary_factor);
+  if (full_rd < 2 || full_rd % 2 != 0) {
+    return InvalidArgument(StrFormat(
+        "%s: \"partial_rotary_factor\" = %g of head_dim %d rotates %d dims; needs an even count >= 2",
+        where.c_str(), b.partial_rotary_factor, c.head_dim, full_rd));
+  }
+
+  std::vector<std::string> types;
+  LFM_RETURN_IF_ERROR(GetStringArray(j, "layer_types", where, true, &types));
+  if (types.size() != static_cast<size_t>(c.num_layers)) {
+    return InvalidArgument(StrFormat("%s: \"layer_types\" lists %zu layers but \"num_hidden_layers\" is %d",
+                                     where.c_str(), types.size(), c.num_layers));
+  }
+  bool any_sliding = false;
+  for (const std::string& t : types) any_sliding = any_sliding || t == "sliding_attention";
+  if (any_sliding) {
+    LFM_RETURN_IF_ERROR(GetInt(j, "sliding_window", where, true, 1, 1 << 20, &b.sliding_window));
+    LFM_RETURN_IF_ERROR(GetDouble(j, "rope_theta_swa", where, true, 1.0, 1e12, &b.rope_theta_swa));
+  }
+  for (size_t i = 0; i < types.size(); ++i) {
+    if (types[i] == "conv") {
+      c.layers.push_back(Lfm3LayerKind::kConv);
+      c.layer_window.push_back(0);
+      c.layer_rope_theta.push_back(0);
+      c.layer_rotary_dims.push_back(0);
+    } else if (types[i] == "full_attention") {
+      c.layers.push_back(Lfm3LayerKind::kAttention);
+      c.layer_window.push_back(0);
+      c.layer_rope_theta.push_back(c.rope_theta);
+      c.layer_rotary_dims.push_back(full_rd);
+    } else if (types[i] == "sliding_attention") {
+      c.layers.push_back(Lfm3LayerKind::kAttention);
+      c.layer_window.push_back(b.sliding_window);
+      c.layer_rope_theta.push_back(b.rope_theta_swa);
+      c.layer_rotary_dims.push_back(c.head_dim);
+    } else {
+      return InvalidArgument(StrFormat(
+          "%s: \"layer_types\"[%zu] = \"%s\" is unknown (expected conv, full_attention or sliding_attention)",
+          where.c_str(), i, types[i].c_str()));
+    }
+  }
+  if (c.num_attention_layers() == 0) {
+    return InvalidArgument(where +
+                           ": \"layer_types\" lists no attention layer (LFM3 mixes conv and attention)");
+  }
+  if (c.num_conv_layers() > 0) {
+    LFM_RETURN_IF_ERROR(GetInt(j, "conv_L_cache", where, true, 1, 64, &c.conv_kernel));
+  }
+  const size_t n = c.layers.size();
+  LFM_RETURN_IF_ERROR(GetBoolList(j, "post_operator_norm", where, n, &c.post_operator_norm));
+  LFM_RETURN_IF_ERROR(GetBoolList(j, "post_ffn_norm", where, n, &c.post_ffn_norm));
+  LFM_RETURN_IF_ERROR(GetBoolList(j, "attn_gate", where, n, &c.attn_gate));
+  bool any_gate = false;
+  for (size_t i = 0; i < c.attn_gate.size(); ++i) {
+    if (c.attn_gate[i] && c.layers[i] != Lfm3LayerKind::kAttention) {
+      return InvalidArgument(
+          StrFormat("%s: \"attn_gate\"[%zu] is true but layer %zu is a conv layer", where.c_str(), i, i));
+    }
+    any_gate = any_gate || c.attn_gate[i];
+  }
+  if (any_gate) {
+    LFM_RETURN_IF_ERROR(
+        RequireValue(j, "attn_gate_kind", where, "per_head", true,
+                     "one sigmoid per head from gate_proj [heads, hidden], oracle decision 3"));
+  }
+  LFM_RETURN_IF_ERROR(c.ValidatePerLayer(where));
+  return b;
+}
+
 Result<Lfm3DepthConfig> Lfm3DepthConfig::FromJson(const json& j, const std::string& where) {
   Lfm3DepthConfig c;
   LFM_ASSIGN_OR_RETURN(c.stack, Lfm3StackConfig::FromJson(j, where));
@@ -210,6 +338,8 @@ Result<Lfm3Config> Lfm3Config::FromJson(const json& j, const std::string& where)
   LFM_RETURN_IF_ERROR(GetInt(j, "audio_eos", where, true, 0, 1 << 24, &c.audio_eos));
   LFM_RETURN_IF_ERROR(GetIntArray(j, "maskgit", where, true, 1, 256, &c.maskgit));
   LFM_RETURN_IF_ERROR(GetInt(j, "text_hidden", where, true, 1, kMaxDim, &c.text_hidden));
+  LFM_RETURN_IF_ERROR(GetInt(j, "interleaved_n_text", where, false, 1, 1 << 16, &c.interleaved_n_text));
+  LFM_RETURN_IF_ERROR(GetInt(j, "interleaved_n_audio", where, false, 1, 1 << 16, &c.interleaved_n_audio));
   if (c.audio_eos >= c.codebook_size) {
     return InvalidArgument(StrFormat("%s: \"audio_eos\" = %d must be a code below \"codebook_size\" = %d",
                                      where.c_str(), c.audio_eos, c.codebook_size));
@@ -231,6 +361,16 @@ Result<Lfm3Config> Lfm3Config::FromJson(const json& j, const std::string& where)
   if (c.codec.num_codes() > c.codebook_size) {
     return InvalidArgument(StrFormat("%s: \"fsq_levels\" express %d codes, more than \"codebook_size\" = %d",
                                      cw.c_str(), c.codec.num_codes(), c.codebook_size));
+  }
+  if (HasKey(j, "lfm")) {
+    LFM_ASSIGN_OR_RETURN(const json* lfm, GetSection(j, "lfm", where));
+    const std::string bw = where + " [lfm]";
+    LFM_ASSIGN_OR_RETURN(c.backbone, Lfm3BackboneConfig::FromJson(*lfm, bw));
+    c.has_backbone = true;
+    if (c.backbone.stack.hidden_size != c.text_hidden) {
+      return InvalidArgument(StrFormat("%s: \"hidden_size\" = %d but \"text_hidden\" is %d", bw.c_str(),
+                                       c.backbone.stack.hidden_size, c.text_hidden));
+    }
   }
   return c;
 }

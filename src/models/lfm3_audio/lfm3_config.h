@@ -39,6 +39,28 @@ struct Lfm3StackConfig {
   std::vector<bool> post_operator_norm;
   std::vector<bool> post_ffn_norm;
   std::vector<bool> attn_gate;  // per-head gate on attention layers (`attn_gate_kind` "per_head")
+  // Per-layer attention for a causal stack whose attention layers differ (the backbone); empty: every
+  // attention layer uses `window`, `rope_theta` and the whole head. Non-empty (num_layers entries each,
+  // entries of conv layers unused): the stack is causal, `window` must be 0, and attention layer i sees
+  // the whole context when layer_window[i] == 0 (full causal; its K/V cache grows to the context), else
+  // itself and the layer_window[i] − 1 positions before; it rotates the first layer_rotary_dims[i] dims of
+  // each head (even, <= head_dim) with base layer_rope_theta[i].
+  std::vector<int> layer_window;
+  std::vector<double> layer_rope_theta;
+  std::vector<int> layer_rotary_dims;
+
+  bool per_layer_attention() const { return !layer_window.empty(); }
+  bool bidirectional() const { return window == 0 && layer_window.empty(); }
+  // Layer i's attention window (0 full causal or bidirectional), RoPE base and rotated dims.
+  int attention_window(size_t i) const { return per_layer_attention() ? layer_window[i] : window; }
+  double attention_rope_theta(size_t i) const {
+    return per_layer_attention() ? layer_rope_theta[i] : rope_theta;
+  }
+  int attention_rotary_dims(size_t i) const {
+    return per_layer_attention() ? layer_rotary_dims[i] : head_dim;
+  }
+  // Checks the per-layer lists (sizes, ranges); `where` prefixes the message.
+  Status ValidatePerLayer(const std::string& where) const;
 
   int num_attention_layers() const;
   int num_conv_layers() const;
@@ -79,14 +101,49 @@ struct Lfm3CodecConfig {
   static Result<Lfm3CodecConfig> FromJson(const nlohmann::json& j, const std::string& where);
 };
 
+// The LFM3 backbone (LFM3-1.7B, spec/LFM3_AUDIO.md §2.1): token embedding, the LFM3 stack (conv
+// kernel conv_L_cache, full causal and sliding-window attention layers, each kind with its own RoPE
+// base, partial rotary on full-attention layers), the final norm and the text head. Read from the
+// config's `lfm` section in the Hugging Face LFM2/LFM3 key names, every value required (the public facts
+// do not settle defaults, so a missing key is an error naming it):
+//   vocab_size, hidden_size, num_hidden_layers, num_attention_heads, num_key_value_heads, head_dim,
+//   intermediate_size (as stored: w1 rows), conv_L_cache, norm_eps, layer_types ("conv" |
+//   "full_attention" | "sliding_attention"), sliding_window (when a sliding layer exists), rope_theta
+//   (full-attention layers), rope_theta_swa (sliding layers; GGUF `rope.freq_base_swa`),
+//   partial_rotary_factor (full-attention layers; sliding ones rotate the whole head), rope_style
+//   ("neox"), tie_word_embeddings, max_position_embeddings, bos_token_id, eos_token_id;
+// optional: post_operator_norm / post_ffn_norm / attn_gate lists (as the stack sections), attn_gate_kind.
+// The key names rope_theta_swa and rope_style are lfmvox's (the HF names are not public).
+struct Lfm3BackboneConfig {
+  Lfm3StackConfig stack;  // causal, per-layer attention
+  int vocab_size = 0;     // V, rows of `lfm.embed_tokens.weight`
+  bool tie_word_embeddings = false;
+  int max_positions = 0;  // `max_position_embeddings`: the longest context a session may ask for
+  int bos_token_id = 0;
+  int eos_token_id = 0;
+  int sliding_window = 0;            // 0 when no layer slides
+  double rope_theta_swa = 0;         // 0 when no layer slides
+  double partial_rotary_factor = 0;  // share of each head rotated on full-attention layers
+
+  static Result<Lfm3BackboneConfig> FromJson(const nlohmann::json& j, const std::string& where);
+};
+
 struct Lfm3Config {
   int n_codebooks = 0;       // 12
   int codebook_size = 0;     // 2017 (the last code is end-of-audio)
   int audio_eos = 0;         // 2016
   std::vector<int> maskgit;  // codebooks revealed per pass, [4, 4, 4]; sums to n_codebooks
   int text_hidden = 0;       // the backbone width `codebook_embedding` rows have
+  // The interleaved turn's schedule (`interleaved_n_text`, `interleaved_n_audio` of LFM3-Audio's
+  // config.json, spec §1.2: 6 and 12): text slots, then audio slots, alternating. 0 when the file does not
+  // carry them (lfm3_tiny); a generation that needs them then fails naming the key.
+  int interleaved_n_text = 0;
+  int interleaved_n_audio = 0;
   Lfm3DepthConfig depth;
   Lfm3CodecConfig codec;
+  // The `lfm` section; absent in speech-output-only files (lfm3_tiny), then has_backbone is false.
+  bool has_backbone = false;
+  Lfm3BackboneConfig backbone;
 
   static Result<Lfm3Config> FromJson(const nlohmann::json& j, const std::string& where);
   // Reads and validates the file at `path`; errors name the file.

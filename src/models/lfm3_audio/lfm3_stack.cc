@@ -88,7 +88,24 @@ Result<Lfm3Stack> Lfm3Stack::Load(const Checkpoint& ckpt, const Lfm3StackConfig&
                   c.layers.size()));
   }
   LFM_RETURN_IF_ERROR(LoadRmsNorm(ckpt, prefix + "embedding_norm.weight", H, c.norm_eps, &s.final_norm_));
-  s.rope_ = RopeTable(c.rope_theta, static_cast<size_t>(hd), RopeStyle::kSplitHalf, RopeAngles::kF64);
+  LFM_RETURN_IF_ERROR(c.ValidatePerLayer("the stack config"));
+  // One table per distinct (base, rotated dims), in layer order; a stack without attention keeps one
+  // table for rope().
+  std::vector<std::pair<double, int>> keys;
+  for (size_t i = 0; i < c.layers.size(); ++i) {
+    if (c.layers[i] != Lfm3LayerKind::kAttention) continue;
+    const std::pair<double, int> key{c.attention_rope_theta(i), c.attention_rotary_dims(i)};
+    size_t t = 0;
+    while (t < keys.size() && keys[t] != key) ++t;
+    if (t == keys.size()) keys.push_back(key);
+    s.layers_[i].rope = t;
+  }
+  if (keys.empty()) keys.push_back({c.rope_theta, c.head_dim});
+  for (const auto& [theta, rd] : keys) {
+    // rotary_dims == head_dim is the whole head (the table's default), so full-head stacks are unchanged.
+    s.ropes_.emplace_back(theta, static_cast<size_t>(hd), RopeStyle::kSplitHalf, RopeAngles::kF64,
+                          static_cast<size_t>(rd));
+  }
   return s;
 }
 
@@ -108,6 +125,14 @@ AttentionShape Lfm3Stack::attention_shape() const {
           static_cast<size_t>(config_.head_dim)};
 }
 
+bool Lfm3Stack::has_full_causal() const {
+  if (!config_.per_layer_attention()) return false;
+  for (size_t i = 0; i < config_.layers.size(); ++i) {
+    if (config_.layers[i] == Lfm3LayerKind::kAttention && config_.layer_window[i] == 0) return true;
+  }
+  return false;
+}
+
 size_t Lfm3Stack::weight_bytes() const {
   auto bytes = [](const Linear& l) { return l.w.bytes(); };
   size_t n = 0;
@@ -119,16 +144,23 @@ size_t Lfm3Stack::weight_bytes() const {
   return n;
 }
 
-Result<Lfm3State> Lfm3State::Create(const Lfm3Stack& stack, size_t max_rows) {
+Result<Lfm3State> Lfm3State::Create(const Lfm3Stack& stack, size_t max_rows, size_t max_positions) {
   const Lfm3StackConfig& c = stack.config();
   if (max_rows == 0 || max_rows > (size_t{1} << 20))
     return InvalidArgument("Lfm3State needs max_rows in [1, 2^20]");
+  const bool full = stack.has_full_causal();
+  if (full && (max_positions < max_rows || max_positions > (size_t{1} << 24))) {
+    return InvalidArgument(
+        StrFormat("this stack has full-causal attention layers: Lfm3State needs a context (max_positions) in "
+                  "[max_rows = %zu, 2^24], got %zu",
+                  max_rows, max_positions));
+  }
   const size_t H = static_cast<size_t>(c.hidden_size);
   const size_t KV = stack.attention_shape().kv_dim();
-  const size_t window = static_cast<size_t>(c.window);
   Lfm3State s;
   s.stack_ = &stack;
   s.max_rows_ = max_rows;
+  s.max_positions_ = full ? max_positions : 0;
   s.conv_state_.resize(c.layers.size());
   s.kv_.resize(c.layers.size());
   for (size_t i = 0; i < c.layers.size(); ++i) {
@@ -136,8 +168,10 @@ Result<Lfm3State> Lfm3State::Create(const Lfm3Stack& stack, size_t max_rows) {
       s.conv_state_[i].Reset(static_cast<size_t>(c.conv_kernel - 1) * H);
       continue;
     }
-    // Causal: window − 1 rows carried over plus this call's; bidirectional: this call's rows.
-    const size_t capacity = window > 0 ? window - 1 + max_rows : max_rows;
+    // Sliding: window − 1 rows carried over plus this call's; full causal: the context;
+    // bidirectional: this call's rows.
+    const size_t window = static_cast<size_t>(c.attention_window(i));
+    const size_t capacity = window > 0 ? window - 1 + max_rows : c.bidirectional() ? max_rows : max_positions;
     s.kv_[i].Allocate(capacity, KV, window);
     s.max_keys_ = std::max(s.max_keys_, capacity);
   }
@@ -163,7 +197,8 @@ size_t Lfm3State::live_bytes() const {
   if (stack_ == nullptr || stack_->bidirectional()) return n;
   const size_t KV = stack_->attention_shape().kv_dim();
   for (const auto& kv : kv_) {
-    if (kv.capacity != 0) n += 2 * (kv.window - 1) * KV * sizeof(float);
+    if (kv.capacity == 0) continue;
+    n += 2 * (kv.window > 0 ? kv.window - 1 : kv.len) * KV * sizeof(float);
   }
   return n;
 }
@@ -186,7 +221,7 @@ Result<Lfm3Scratch> Lfm3Scratch::Create(const Lfm3Stack& stack, size_t max_rows,
   if (c.num_attention_layers() > 0) {
     s.kv_.Reset(max_rows * 2 * KV);
     s.gate_.Reset(max_rows * a.heads);
-    s.rope_.Reset(max_rows * a.head_dim);
+    s.rope_.Reset(stack.ropes().size() * max_rows * a.head_dim);
     s.attn_.Allocate(std::max<size_t>(max_keys, 1), max_threads);
   }
   // A call takes at most one entry per row (a sequence has at least one row).
@@ -234,6 +269,11 @@ Status Lfm3ForwardKeep(const Lfm3Stack& stack, std::span<Lfm3State* const> state
       return OutOfRange(
           StrFormat("%zu positions in one call exceed this sequence's limit of %zu", n, st.max_rows_));
     }
+    if (st.max_positions_ != 0 && static_cast<size_t>(st.pos_) + n > st.max_positions_) {
+      return OutOfRange(
+          StrFormat("%zu more positions exceed this sequence's context of %zu (at position %lld)", n,
+                    st.max_positions_, static_cast<long long>(st.pos_)));
+    }
     if (attention && st.max_keys_ > sc.attn_.ld) {
       return InvalidArgument("this scratch was sized for shorter caches than a state it is asked to run");
     }
@@ -267,12 +307,16 @@ Status Lfm3ForwardKeep(const Lfm3Stack& stack, std::span<Lfm3State* const> state
   float* wide = sc.wide_.data();
   float* wide2 = sc.wide2_.data();
 
-  // Rotary angles of every row at its own sequence's position.
+  // Rotary angles of every row at its own sequence's position, one block of rows per table.
+  const size_t rope_block = sc.max_rows_ * hd;
   if (attention) {
-    size_t row = 0;
-    for (size_t s = 0; s < states.size(); ++s) {
-      for (size_t r = 0; r < rows[s]; ++r, ++row) {
-        stack.rope().Angles(states[s]->pos_ + static_cast<int64_t>(r), sc.rope_.data() + row * hd);
+    for (size_t t = 0; t < stack.ropes().size(); ++t) {
+      size_t row = 0;
+      for (size_t s = 0; s < states.size(); ++s) {
+        for (size_t r = 0; r < rows[s]; ++r, ++row) {
+          stack.ropes()[t].Angles(states[s]->pos_ + static_cast<int64_t>(r),
+                                  sc.rope_.data() + t * rope_block + row * hd);
+        }
       }
     }
   }
@@ -288,8 +332,9 @@ Status Lfm3ForwardKeep(const Lfm3Stack& stack, std::span<Lfm3State* const> state
       if (L.kind == Lfm3LayerKind::kConv) {
         sc.conv_seqs_.push_back({states[s]->conv_state_[li].data(), row0, rows[s]});
       } else {
-        sc.attn_seqs_.push_back(
-            {&states[s]->kv_[li], row0, rows[s], sc.rope_.data() + row0 * hd, hd, stack.bidirectional()});
+        sc.attn_seqs_.push_back({&states[s]->kv_[li], row0, rows[s],
+                                 sc.rope_.data() + L.rope * rope_block + row0 * hd, hd,
+                                 stack.bidirectional()});
       }
       row0 += rows[s];
     }
@@ -303,8 +348,8 @@ Status Lfm3ForwardKeep(const Lfm3Stack& stack, std::span<Lfm3State* const> state
       a.q_proj.Forward(xn, R, H, q, Q, team);
       a.k_proj.Forward(xn, R, H, k, 2 * KV, team);
       a.v_proj.Forward(xn, R, H, k + KV, 2 * KV, team);
-      AttendSequences(shape, a.q_norm, a.k_norm, stack.rope(), sc.attn_seqs_, q, Q, k, k + KV, 2 * KV, wide2,
-                      Q, sc.attn_, team);
+      AttendSequences(shape, a.q_norm, a.k_norm, stack.ropes()[L.rope], sc.attn_seqs_, q, Q, k, k + KV,
+                      2 * KV, wide2, Q, sc.attn_, team);
       if (!keep.empty() && li + 1 == stack.layers().size()) R = KeepRows(keep, H, Q, x, xn, wide2);
       if (a.has_gate()) {
         float* g = sc.gate_.data();  // [R, heads]

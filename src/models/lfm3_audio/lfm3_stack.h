@@ -14,7 +14,12 @@
 //                 calls, so a sequence may arrive in pieces (the codec);
 //   window 0      bidirectional: each call is one whole sequence at positions 0..n−1, every query sees
 //                 every row of the call, and the state is cleared at the start of each call (the depth
-//                 decoder's 12 slots).
+//                 decoder's 12 slots);
+//   per layer     (Lfm3StackConfig::layer_window, the backbone) causal; each attention layer either full
+//                 causal (its K/V cache grows to the state's context, max_positions) or sliding within its
+//                 own window (a ring of window − 1 rows), with its own RoPE base and rotated dims (partial
+//                 rotary: the first layer_rotary_dims of each head). Layers that share (base, dims) share
+//                 one RopeTable.
 //
 // Weights / State / Scratch as Lfm2Stack: Lfm3Stack (immutable, shared), Lfm3State (one sequence),
 // Lfm3Scratch (one call's activations, owned by the worker). One Forward runs rows of several
@@ -58,6 +63,7 @@ struct Lfm3Attention {
 
 struct Lfm3Layer {
   Lfm3LayerKind kind = Lfm3LayerKind::kConv;
+  size_t rope = 0;             // attention layers: index into Lfm3Stack::ropes()
   RmsNorm operator_norm;       // [H]
   RmsNorm post_operator_norm;  // [H]; empty without the sandwich norm
   RmsNorm ffn_norm;            // [H]
@@ -86,17 +92,20 @@ class Lfm3Stack {
   const Lfm3StackConfig& config() const { return config_; }
   const std::vector<Lfm3Layer>& layers() const { return layers_; }
   const RmsNorm& final_norm() const { return final_norm_; }
-  const RopeTable& rope() const { return rope_; }
+  const RopeTable& rope() const { return ropes_[0]; }  // the first attention layer's table
+  const std::vector<RopeTable>& ropes() const { return ropes_; }
   AttentionShape attention_shape() const;
-  bool bidirectional() const { return config_.window == 0; }
+  bool bidirectional() const { return config_.bidirectional(); }
+  // True when some attention layer is full causal (its cache grows with the context).
+  bool has_full_causal() const;
   // Bytes of matrix weights one Forward reads (for bandwidth figures).
   size_t weight_bytes() const;
 
  private:
   Lfm3StackConfig config_;
   std::vector<Lfm3Layer> layers_;
-  RmsNorm final_norm_;  // [H]
-  RopeTable rope_;      // rotate-half, f64 angles, rope_theta
+  RmsNorm final_norm_;            // [H]
+  std::vector<RopeTable> ropes_;  // rotate-half, f64 angles: one per distinct (base, rotated dims)
 };
 
 class Lfm3State {
@@ -104,18 +113,24 @@ class Lfm3State {
   // max_rows: the most positions one Forward call may take for this sequence (sizes the K/V ring
   // of the causal mode, the whole cache of the bidirectional one). The state remembers the stack it
   // was created for (Forward refuses another), so the stack must not move while states exist; the
-  // same holds for Lfm3Scratch.
-  static Result<Lfm3State> Create(const Lfm3Stack& stack, size_t max_rows);
+  // same holds for Lfm3Scratch. max_positions: the context of full-causal attention layers (the
+  // positions a sequence may reach; required, >= max_rows, when the stack has such a layer, else
+  // ignored).
+  static Result<Lfm3State> Create(const Lfm3Stack& stack, size_t max_rows, size_t max_positions = 0);
 
   // Back to position 0 with empty histories.
   void Reset();
   int64_t position() const { return pos_; }
   size_t max_rows() const { return max_rows_; }
+  size_t max_positions() const { return max_positions_; }  // 0: unbounded (no full-causal layer)
+  // Read access for tests: attention layer i's cache (empty for conv layers).
+  const KvCache& kv_cache(size_t layer) const { return kv_[layer]; }
   // The most keys one query of this sequence can see (sizes the attention scratch).
   size_t max_keys() const { return max_keys_; }
   size_t state_bytes() const;  // conv histories + K/V (the K/V buffers as allocated)
   // Bytes that carry information from one call to the next: conv histories and the window − 1
-  // K/V rows of each attention layer (0 for a bidirectional stack).
+  // K/V rows of each sliding attention layer, the rows held so far by each full-causal one (0 for a
+  // bidirectional stack).
   size_t live_bytes() const;
 
  private:
@@ -124,6 +139,7 @@ class Lfm3State {
 
   const Lfm3Stack* stack_ = nullptr;
   size_t max_rows_ = 0;
+  size_t max_positions_ = 0;
   size_t max_keys_ = 1;
   int64_t pos_ = 0;
   std::vector<AlignedBuffer<float>> conv_state_;  // per layer: [K-1, H] (empty for attention layers)
@@ -150,7 +166,7 @@ class Lfm3Scratch {
   AlignedBuffer<float> wide2_;  // [R, max(H, Q, F)]   conv output, attention output, or FFN up
   AlignedBuffer<float> kv_;     // [R, 2KV]  key | value projections before they enter the caches
   AlignedBuffer<float> gate_;   // [R, heads]  gate_proj output, then its sigmoid
-  AlignedBuffer<float> rope_;   // [R, hd]   cos | sin per row
+  AlignedBuffer<float> rope_;   // [tables, R, hd]   cos | sin per row, one block per RopeTable
   AttentionScratch attn_;       // [threads, max_keys]
   std::vector<AttentionSeq> attn_seqs_;
   std::vector<ConvSeq> conv_seqs_;
@@ -161,8 +177,9 @@ class Lfm3Scratch {
 // (before the final norm; Lfm3FinalNorm applies it). Causal mode: positions position() …
 // position() + rows[s] − 1, continuing the state. Bidirectional mode: each state is cleared first and
 // its rows are positions 0 … rows[s] − 1. Traces "layer%zu_out" after each layer. Fails without side
-// effects if a sequence's rows exceed its max_rows, the total exceeds the scratch, a state appears
-// twice or belongs to another stack, or the team is larger than the scratch was sized for.
+// effects if a sequence's rows exceed its max_rows or its context (max_positions), the total exceeds
+// the scratch, a state appears twice or belongs to another stack, or the team is larger than the
+// scratch was sized for.
 Status Lfm3Forward(const Lfm3Stack& stack, std::span<Lfm3State* const> states, std::span<const size_t> rows,
                    float* x, Lfm3Scratch& scratch, ThreadTeam& team, TraceSink* sink);
 // As Lfm3Forward, but only the rows `keep` (increasing indices into the call's Σ rows) leave the last

@@ -1,0 +1,99 @@
+// The LFM3-Audio generation loop (spec/LFM3_AUDIO.md §7.3, the seed's `speak`, read as a
+// specification): one backbone position per step, each step a text slot (the greedy token of the text
+// head) or an audio slot (a frame from the depth decoder), whose embedding is fed back as the next input.
+// The mode comes from the prompt's last token: `<|audio_start|>` → audio (frames until an end-of-audio
+// frame, then text), `<|mixed_start|>` → the interleaved turn (n_text text slots, n_audio audio slots,
+// alternating, until `<|text_end|>`, then audio until end of audio), anything else → text (a free-text
+// task prompt). In text mode a generated `<|audio_start|>` / `<|mixed_start|>` switches the mode;
+// `<|text_end|>` outside the interleaved turn, `<|im_end|>` and the EOS token end the turn (not fed).
+// An end-of-audio frame feeds the all-EOS row (Lfm3DepthDecoder::EosRow) and switches to text.
+//
+// Token ids come from the tokenizer (the caller resolves the names: Lfm3TurnTokens), the EOS id and the
+// interleave schedule from config.json (eos_token_id, interleaved_n_text / interleaved_n_audio).
+// One sequence; its state and its scratch are held together (a model-level loop, not a batched
+// server). Begin and Step allocate nothing.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "base/aligned.h"
+#include "base/status.h"
+#include "models/lfm3_audio/backbone.h"
+#include "models/lfm3_audio/depth_decoder.h"
+#include "models/lfm3_audio/lfm3_stack.h"
+
+namespace lfmvox {
+
+class ThreadTeam;
+
+// Special tokens, resolved from the tokenizer by the caller; −1 where the tokenizer lacks one (the
+// mode it would select is then never entered; a missing audio_start is an error at Create).
+struct Lfm3TurnTokens {
+  int32_t audio_start = -1;  // `<|audio_start|>`
+  int32_t mixed_start = -1;  // `<|mixed_start|>`
+  int32_t text_end = -1;     // `<|text_end|>`
+  int32_t im_end = -1;       // `<|im_end|>`
+  int32_t eos = -1;          // Lfm3BackboneConfig::eos_token_id
+};
+
+enum class Lfm3Mode { kText, kAudio, kMixed };
+
+// What one step produced.
+struct Lfm3StepOut {
+  bool audio = false;         // an audio slot (frame() holds the codes) or a text slot (token)
+  int32_t token = -1;         // the greedy text token (text slots)
+  bool end_of_audio = false;  // the frame holds the EOS code; its all-EOS row was fed
+  bool turn_ended = false;    // the token ended the turn; nothing was fed, Step refuses until Begin
+};
+
+class Lfm3Generator {
+ public:
+  // n_text, n_audio: the interleave schedule (Lfm3Config::interleaved_n_*; 0 = not in the files,
+  // then entering the interleaved turn fails naming the key). max_positions: the context (prompt and
+  // every step); max_prompt: the most prompt tokens one Begin takes. The models must outlive the
+  // generator.
+  static Result<Lfm3Generator> Create(const Lfm3Backbone& backbone, const Lfm3DepthDecoder& depth,
+                                      const Lfm3TurnTokens& tokens, int n_text, int n_audio,
+                                      const Lfm3AudioSampling& sampling, uint64_t seed, size_t max_positions,
+                                      size_t max_prompt, int max_threads);
+
+  // Starts a turn at position 0: runs the prompt's token ids as one prefill and takes the mode from its
+  // last token. The depth decoder's history and RNG start over (seed).
+  Status Begin(std::span<const int32_t> prompt, uint64_t seed, ThreadTeam& team);
+  // One slot, then its input row through the backbone. Fails once the turn has ended; a step that
+  // finds the context full fails and ends the turn.
+  Status Step(ThreadTeam& team, Lfm3StepOut* out);
+
+  Lfm3Mode mode() const { return mode_; }
+  bool turn_ended() const { return ended_; }
+  int64_t position() const { return state_.position(); }
+  // The final-normed backbone state of the last position [H] (what the next slot reads).
+  std::span<const float> hidden() const { return {h_.data(), h_.size()}; }
+  // The row the last Step fed [H] (a token's embedding, a frame's row or the EOS row).
+  std::span<const float> last_input() const { return {row_.data(), row_.size()}; }
+  // The last audio slot's codes [C].
+  std::span<const int32_t> frame() const { return depth_state_.codes(); }
+
+ private:
+  Status Run(size_t n, ThreadTeam& team);  // x_ [n, H] through the backbone; h_ = final norm of the last row
+  Status EnterMixed();
+
+  const Lfm3Backbone* backbone_ = nullptr;
+  const Lfm3DepthDecoder* depth_ = nullptr;
+  Lfm3TurnTokens tokens_;
+  int n_text_ = 0, n_audio_ = 0;
+  Lfm3State state_;
+  Lfm3Scratch scratch_;
+  Lfm3DepthState depth_state_;
+  Lfm3DepthScratch depth_scratch_;
+  AlignedBuffer<float> x_;       // [max_prompt, H]
+  AlignedBuffer<float> h_;       // [H]
+  AlignedBuffer<float> row_;     // [H]
+  AlignedBuffer<float> logits_;  // [V]
+  Lfm3Mode mode_ = Lfm3Mode::kText;
+  int slots_left_ = 0;
+  bool speaking_ = false, text_done_ = false, ended_ = true;
+};
+
+}  // namespace lfmvox
