@@ -11,7 +11,7 @@ secs=${1:?usage: fuzz/run.sh SECONDS}
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${LFMVOX_FUZZ_BUILD_DIR:-$root/build-fuzz}
 jobs=${LFMVOX_FUZZ_JOBS:-2}
-targets=(fuzz_safetensors fuzz_gguf fuzz_codes fuzz_npy fuzz_tokenizer fuzz_audio)
+targets=(fuzz_safetensors fuzz_gguf fuzz_codes fuzz_npy fuzz_tokenizer fuzz_audio fuzz_config)
 
 if [[ ! -f "$build/CMakeCache.txt" ]]; then
   CC=clang CXX=clang++ cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
