@@ -14,6 +14,7 @@
 #include <iterator>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "trace_util.h"
@@ -27,9 +28,9 @@ struct CliRun {
   std::string err;  // stderr
 };
 
-CliRun Cli(const std::string& args) {
+CliRun RunBinary(const std::string& binary, const std::string& args) {
   const std::string err_path = testing::ScratchPath("cli_stderr.txt");
-  const std::string cmd = std::string(LFMVOX_CLI) + " " + args + " 2>" + err_path;
+  const std::string cmd = binary + " " + args + " 2>" + err_path;
   CliRun r;
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) return r;
@@ -43,7 +44,33 @@ CliRun Cli(const std::string& args) {
   return r;
 }
 
+CliRun Cli(const std::string& args) { return RunBinary(LFMVOX_CLI, args); }
+
 const std::string kModel = testing::DataPath("lfm25_detok");
+
+// A copy of the model folder `base` (tests/data/<base>) in a scratch folder: every entry a symlink to
+// the original but config.json, written with each `from` replaced by `to` (each must occur).
+std::string ModelVariant(const std::string& name, const std::string& base,
+                         const std::vector<std::pair<std::string, std::string>>& edits) {
+  namespace fs = std::filesystem;
+  const fs::path src = fs::canonical(testing::DataPath(base));
+  const fs::path dir = testing::ScratchPath("variant_" + name);
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  for (const fs::directory_entry& e : fs::directory_iterator(src)) {
+    if (e.path().filename() == "config.json" || e.path().filename() == "traces") continue;
+    fs::create_symlink(fs::canonical(e.path()), dir / e.path().filename());
+  }
+  std::ifstream in(src / "config.json");
+  std::string config((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  for (const auto& [from, to] : edits) {
+    const size_t at = config.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    if (at != std::string::npos) config.replace(at, from.size(), to);
+  }
+  std::ofstream(dir / "config.json") << config;
+  return dir.string();
+}
 const std::string kCodes = std::string(LFMVOX_SOURCE_DIR) + "/examples/codes.txt";
 
 TEST(Cli, WavHoldsTheOraclePcm) {
@@ -133,6 +160,57 @@ TEST(Cli, BadInputIsAClearError) {
     const CliRun r = Cli(c.args);
     EXPECT_EQ(r.exit_code, c.code) << c.args << "\n" << r.err;
     EXPECT_NE(r.err.find(c.expect), std::string::npos) << c.args << "\n" << r.err;
+  }
+}
+
+// Issue 10, class 4 (and class 2): sizes from a config are bounded before anything is allocated, through
+// the CLI: the detokenizer windows of the issue (500 000; 8 000 000 with its positions raised to match,
+// refused by the memory budget), n_fft 2^20 with 4096 features, more mels than FFT bins, and (class 2)
+// the encoder's feat_in against the preprocessor's features.
+TEST(Cli, ConfigSizesAreBoundedBeforeAllocation) {
+  const std::string wav = testing::ScratchPath("bounded.wav");
+  const std::string window =
+      ModelVariant("window", "lfm25_detok", {{"\"sliding_window\": 30", "\"sliding_window\": 500000"}});
+  CliRun r = Cli("detokenize --model " + window + " --codes " + kCodes + " -o " + wav);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("\"sliding_window\" = 500000 exceeds \"max_position_embeddings\" = 128000"),
+            std::string::npos)
+      << r.err;
+  const std::string huge =
+      ModelVariant("huge_window", "lfm25_detok",
+                   {{"\"sliding_window\": 30", "\"sliding_window\": 8000000"},
+                    {"\"max_position_embeddings\": 128000", "\"max_position_embeddings\": 8000000"}});
+  ::setenv("LFMVOX_MEMORY_LIMIT", "1G", 1);
+  r = Cli("detokenize --model " + huge + " --codes " + kCodes + " -o " + wav);
+  ::unsetenv("LFMVOX_MEMORY_LIMIT");
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("K/V caches"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("GiB"), std::string::npos) << r.err;
+
+  const std::string clip = testing::DataPath("inputs/synthetic_16k.wav");
+  struct Case {
+    const char* name;
+    std::vector<std::pair<std::string, std::string>> edits;
+    const char* expect;
+  };
+  const Case cases[] = {
+      {"n_fft",
+       {{"\"n_fft\": 512", "\"n_fft\": 1048576"},
+        {"\"features\": 128", "\"features\": 4096"},
+        {"\"feat_in\": 128", "\"feat_in\": 4096"}},
+       "\"n_fft\" = 1048576 is outside"},
+      {"mels",
+       {{"\"features\": 128", "\"features\": 4096"}, {"\"feat_in\": 128", "\"feat_in\": 4096"}},
+       "exceed the 257 FFT bins"},
+      {"feat_in",
+       {{"\"feat_in\": 128", "\"feat_in\": 80"}},
+       "\"feat_in\" = 80 but [preprocessor] \"features\" = 128"},
+  };
+  for (const Case& c : cases) {
+    const std::string dir = ModelVariant(std::string("tiny_") + c.name, "lfm25_tiny", c.edits);
+    r = Cli("asr --model " + dir + " " + clip);
+    EXPECT_EQ(r.exit_code, 1) << c.name << ": " << r.err;
+    EXPECT_NE(r.err.find(c.expect), std::string::npos) << c.name << ": " << r.err;
   }
 }
 
