@@ -296,6 +296,30 @@ TEST(Cli, GenerateWithAudioSegment) {
   }
 }
 
+// Issue 10, class 7 (and class 11's prompt message) through the CLI: a prompt frame of 7 codes (then 9) is
+// refused naming the frame, "ids": 5 naming the segment and key, text that is not JSON says so.
+TEST(Cli, PromptErrorsAreClear) {
+  const std::string model = testing::DataPath("lfm25_tiny");
+  const std::string prompt = testing::ScratchPath("careless_prompt.json");
+  struct Case {
+    const char* text;
+    const char* expect;
+  };
+  const Case cases[] = {
+      {R"([{"audio_out": [[1, 2, 3, 4, 5, 6, 7], [1, 2, 3, 4, 5, 6, 7, 8, 9]]}])",
+       "segment 0: \"audio_out\" frame 0 must be a list of exactly 8 codes"},
+      {R"([{"ids": 5}])", "segment 0: \"ids\" must be a list"},
+      {R"([{"ids": [1]}, {"audio_out": {"a": [1]}}])", "segment 1: \"audio_out\" must be a list"},
+      {"{not json", "is not valid JSON"},
+  };
+  for (const Case& c : cases) {
+    std::ofstream(prompt, std::ios::trunc) << c.text;
+    const CliRun r = Cli("generate --model " + model + " --prompt " + prompt + " --max-new 2 --quiet");
+    EXPECT_EQ(r.exit_code, 1) << c.text << "\n" << r.err;
+    EXPECT_NE(r.err.find(c.expect), std::string::npos) << c.text << "\n" << r.err;
+  }
+}
+
 TEST(Cli, TtsRejectsUnknownVoiceAndBadPrompt) {
   const CliRun voice = Cli("tts --model " + testing::DataPath("lfm25_tiny") + " --voice robot hello -o " +
                            testing::ScratchPath("v.wav"));
