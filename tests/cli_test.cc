@@ -296,6 +296,39 @@ TEST(Cli, GenerateWithAudioSegment) {
   }
 }
 
+// Issue 10, class 8: options are parsed strictly. A negative or overflowing seed is a usage error (strtoull
+// made both 2^64 - 1); --temperature 1e-37, inside the documented range, samples (the t -> 0 limit is the
+// greedy choice, so the rows are tts/sequential's) instead of failing on an infinite logit; tts takes
+// --context like generate and chat.
+TEST(Cli, OptionsAreValidatedStrictly) {
+  const std::string model = testing::DataPath("lfm25_tiny");
+  std::string ids;
+  for (int64_t v : testing::LoadTrace("lfm25_tiny/traces/tts__text_ids.npy").ToInt64()) {
+    ids += (ids.empty() ? "" : ", ") + std::to_string(v);
+  }
+  const std::string prompt = testing::ScratchPath("strict_prompt.json");
+  std::ofstream(prompt) << "[{\"ids\": [" << ids << "]}]";
+  const std::string gen = "generate --model " + model + " --prompt " + prompt + " --max-new 24 --quiet";
+  for (const std::string seed : {"-1", "18446744073709551616", "99999999999999999999999", "1x", "+5", ""}) {
+    const CliRun r = Cli(gen + " --seed '" + seed + "'");
+    EXPECT_EQ(r.exit_code, 2) << seed << ": " << r.err;
+    EXPECT_NE(r.err.find("--seed takes an integer in [0, 18446744073709551615]"), std::string::npos)
+        << seed << ": " << r.err;
+  }
+  EXPECT_EQ(Cli(gen + " --seed 18446744073709551615").exit_code, 0);
+  const CliRun tiny = Cli(gen + " --temperature 1e-37");
+  ASSERT_EQ(tiny.exit_code, 0) << tiny.err;
+  ExpectRows(tiny.out, testing::LoadTrace("lfm25_tiny/traces/tts__sequential.npy").ToInt64(), 24,
+             "temperature 1e-37");
+
+  const std::string tts = "tts --model " + model + " -o " + testing::ScratchPath("strict.wav") + " hello";
+  const CliRun bad_ctx = Cli(tts + " --context 0");
+  EXPECT_EQ(bad_ctx.exit_code, 2) << bad_ctx.err;
+  EXPECT_NE(bad_ctx.err.find("--context takes a positive integer"), std::string::npos) << bad_ctx.err;
+  const CliRun ctx = Cli(tts + " --context 4");
+  EXPECT_EQ(ctx.err.find("unknown option"), std::string::npos) << ctx.err;
+}
+
 // Issue 10, class 7 (and class 11's prompt message) through the CLI: a prompt frame of 7 codes (then 9) is
 // refused naming the frame, "ids": 5 naming the segment and key, text that is not JSON says so.
 TEST(Cli, PromptErrorsAreClear) {
