@@ -163,6 +163,34 @@ TEST(Cli, BadInputIsAClearError) {
   }
 }
 
+// Issue 10, class 9: outputs are all or nothing. detokenize checks every code before it opens the output,
+// so a bad code on the last line leaves no WAV behind, and an existing file is left as it was.
+TEST(Cli, FailedRunLeavesNoOutput) {
+  const std::string dir = testing::ScratchPath("cli_all_or_nothing");
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  std::string codes;
+  {
+    std::ifstream in(kCodes);
+    codes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  std::ofstream(dir + "/codes.txt") << codes << "1 2 3 4 5 6 7 2048\n";
+  const std::string wav = dir + "/x.wav";
+  CliRun r = Cli("detokenize --model " + kModel + " --codes " + dir + "/codes.txt -o " + wav);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("is 2048, outside [0, 2048)"), std::string::npos) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(wav));
+  std::ofstream(wav) << "previous take";
+  r = Cli("detokenize --model " + kModel + " --codes " + dir + "/codes.txt -o " + wav);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  std::ifstream in(wav);
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()),
+            "previous take");
+  size_t entries = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) entries += e.is_regular_file();
+  EXPECT_EQ(entries, 2u) << "only codes.txt and the old x.wav; no temporary file";
+}
+
 // Issue 10, class 4 (and class 2): sizes from a config are bounded before anything is allocated, through
 // the CLI: the detokenizer windows of the issue (500 000; 8 000 000 with its positions raised to match,
 // refused by the memory budget), n_fft 2^20 with 4096 features, more mels than FFT bins, and (class 2)

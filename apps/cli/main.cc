@@ -185,13 +185,25 @@ int Detokenize(int argc, char** argv) {
   if (!model.ok()) return Fail(model.status().message());
   auto codes = lfmvox::LoadCodes(*codes_path, (*model)->num_codebooks());
   if (!codes.ok()) return Fail(codes.status().message());
+  const size_t cb = static_cast<size_t>((*model)->num_codebooks());
+  const size_t frames = codes->size() / cb;
+  // Every code is checked before the output is opened (issue 10, class 9): a bad code on the last line
+  // leaves no file behind.
+  const int32_t size = (*model)->codebook_size();
+  for (size_t i = 0; i < codes->size(); ++i) {
+    const int32_t c = (*codes)[i];
+    if (c < 0 || c >= size) {
+      return Fail(*codes_path + ": frame " + std::to_string(i / cb + 1) + " (line " +
+                  std::to_string(i / cb + 1) + " of a text file), code " + std::to_string(i % cb + 1) +
+                  " is " + std::to_string(c) + ", outside [0, " + std::to_string(size) +
+                  "); nothing was written");
+    }
+  }
   auto stream = lfmvox::DetokenizerStream::Create(*model, {.threads = threads, .max_frames_per_call = 1});
   if (!stream.ok()) return Fail(stream.status().message());
   auto out = lfmvox::PcmOutput::Open(*output, (*model)->sample_rate(), format);
   if (!out.ok()) return Fail(out.status().message());
 
-  const size_t cb = static_cast<size_t>((*model)->num_codebooks());
-  const size_t frames = codes->size() / cb;
   std::vector<float> pcm(static_cast<size_t>((*model)->samples_per_frame()));
   size_t samples = 0;
   const auto t0 = std::chrono::steady_clock::now();
