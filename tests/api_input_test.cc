@@ -89,6 +89,44 @@ std::shared_ptr<const AudioModel> TinyModel() {
   return m;
 }
 
+// Writes `seconds` of a quiet 16 kHz tone as a WAV.
+std::string WriteClip(const std::string& name, double seconds) {
+  const std::string path = testing::ScratchPath(name);
+  SF_INFO info{};
+  info.samplerate = 16000;
+  info.channels = 1;
+  info.format = SF_FORMAT_WAV | SF_FORMAT_PCM_16;
+  SNDFILE* f = sf_open(path.c_str(), SFM_WRITE, &info);
+  EXPECT_NE(f, nullptr);
+  std::vector<float> s(static_cast<size_t>(seconds * 16000));
+  for (size_t i = 0; i < s.size(); ++i) s[i] = 0.1f * static_cast<float>((i % 37) / 37.0 - 0.5);
+  sf_write_float(f, s.data(), static_cast<sf_count_t>(s.size()));
+  sf_close(f);
+  return path;
+}
+
+// Issue 10, class 10: the clip limit is applied from the header (or the sample count) before decoding,
+// resampling and log-mel.
+TEST(Conversation, ClipLimitComesBeforeDecoding) {
+  auto model = TinyModel();
+  ASSERT_NE(model, nullptr);
+  auto conv = Conversation::Create(model, {.threads = 1});
+  ASSERT_TRUE(conv.ok()) << conv.status().ToString();
+  const std::string clip = WriteClip("clip_61s.wav", 61.0);
+  const Status s = (*conv)->AddAudioFile(clip);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.code(), StatusCode::kOutOfRange);
+  // The header's frame count (976000 = 61 s), not "at least" (a decode that ran into the cap).
+  EXPECT_NE(s.message().find("976000 frames (61.0 s at 16000 Hz"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("over the limit of 60 s"), std::string::npos) << s.message();
+  // Samples handed over directly: refused before they are copied or resampled.
+  const std::vector<float> samples(61 * 16000, 0.0f);
+  const Status raw = (*conv)->AddAudio(samples, 16000, 1);
+  ASSERT_FALSE(raw.ok());
+  EXPECT_EQ(raw.code(), StatusCode::kOutOfRange);
+  EXPECT_NE(raw.message().find("61.00 s long"), std::string::npos) << raw.message();
+}
+
 // Issue 10, class 7 (and class 11's prompt message): frames of the wrong length and values of the wrong
 // type are errors naming the segment, the key and the frame; text that is not JSON says so.
 TEST(Conversation, PromptFramesAndTypesAreChecked) {

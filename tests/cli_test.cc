@@ -381,6 +381,31 @@ TEST(Cli, PromptErrorsAreClear) {
   }
 }
 
+// Issue 10, class 10 through the CLI: a 61 s clip is refused from its header, before it is decoded, with
+// the limit in the message.
+TEST(Cli, ClipLimitComesFromTheHeader) {
+  const std::string model = testing::DataPath("lfm25_tiny");
+  const std::string prompt = testing::ScratchPath("clip_prompt.json");
+  const std::string clip = testing::ScratchPath("cli_61s.wav");
+  {
+    SF_INFO info{};
+    info.samplerate = 16000;
+    info.channels = 1;
+    info.format = SF_FORMAT_WAV | SF_FORMAT_PCM_16;
+    SNDFILE* f = sf_open(clip.c_str(), SFM_WRITE, &info);
+    ASSERT_NE(f, nullptr);
+    const std::vector<short> zeros(61 * 16000, 0);
+    sf_write_short(f, zeros.data(), static_cast<sf_count_t>(zeros.size()));
+    sf_close(f);
+  }
+  std::ofstream(prompt, std::ios::trunc) << "[{\"audio\": \"" << clip << "\"}]";
+  const CliRun r = Cli("generate --model " + model + " --prompt " + prompt + " --threads 1 --quiet");
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("976000 frames (61.0 s at 16000 Hz, 1 channels) is over the limit of 60 s"),
+            std::string::npos)
+      << r.err;
+}
+
 TEST(Cli, TtsRejectsUnknownVoiceAndBadPrompt) {
   const CliRun voice = Cli("tts --model " + testing::DataPath("lfm25_tiny") + " --voice robot hello -o " +
                            testing::ScratchPath("v.wav"));
