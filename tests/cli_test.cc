@@ -406,6 +406,41 @@ TEST(Cli, ClipLimitComesFromTheHeader) {
       << r.err;
 }
 
+// Issue 10, class 11 through the CLI: a corrupt MP3 is not reported as missing, and a NUL byte in a
+// safetensors dtype does not cut the message short.
+TEST(Cli, MessagesDoNotMislead) {
+  const std::string mp3 = testing::ScratchPath("corrupt.mp3");
+  {
+    std::string bytes = "\xff\xfb\x90\x64";
+    uint32_t x = 12345;
+    for (int i = 0; i < 5000; ++i) {
+      x = x * 1103515245u + 12345u;
+      bytes += static_cast<char>(x >> 24);
+    }
+    std::ofstream(mp3, std::ios::binary) << bytes;
+  }
+  const std::string prompt = testing::ScratchPath("corrupt_mp3_prompt.json");
+  std::ofstream(prompt) << "[{\"audio\": \"" << mp3 << "\"}]";
+  CliRun r = Cli("generate --model " + testing::DataPath("lfm25_tiny") + " --prompt " + prompt + " --quiet");
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("corrupt.mp3: not a readable audio file"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("does not exist"), std::string::npos) << r.err;
+
+  const std::string dir = testing::ScratchPath("nul_dtype");
+  std::filesystem::create_directories(dir);
+  std::filesystem::copy_file(kModel + "/config.json", dir + "/config.json",
+                             std::filesystem::copy_options::overwrite_existing);
+  const std::string header = R"({"t":{"dtype":"F3\u00002 junk","shape":[1],"data_offsets":[0,4]}})";
+  std::string file(8, '\0');
+  for (int b = 0; b < 8; ++b) file[b] = static_cast<char>((header.size() >> (8 * b)) & 0xff);
+  file += header + std::string(4, '\0');
+  std::ofstream(dir + "/model.safetensors", std::ios::binary) << file;
+  r = Cli("detokenize --model " + dir + " --codes " + kCodes + " -o " + dir + "/x.wav");
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("has dtype \"F3\\x002 junk\", which lfmvox does not read"), std::string::npos)
+      << r.err;
+}
+
 TEST(Cli, TtsRejectsUnknownVoiceAndBadPrompt) {
   const CliRun voice = Cli("tts --model " + testing::DataPath("lfm25_tiny") + " --voice robot hello -o " +
                            testing::ScratchPath("v.wav"));
