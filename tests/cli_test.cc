@@ -441,6 +441,40 @@ TEST(Cli, MessagesDoNotMislead) {
       << r.err;
 }
 
+// Issue 10, class 12: lfmvox-make-checkpoint checks every option before it writes anything: a vocabulary
+// of 99999999999 (which aborted) or -5 (silently ignored), a seed "abc" (silently 0), an option without
+// its value, and a missing tokenizer (found only after the weights were written) write no folder.
+TEST(Cli, MakeCheckpointValidatesFirst) {
+  const std::string out = testing::ScratchPath("made_checkpoint");
+  struct Case {
+    std::string args;
+    int code;
+    const char* expect;
+  };
+  const Case cases[] = {
+      {"detokenizer --out " + out + " --vocab 99999999999", 2,
+       "--vocab takes an integer in [1, 262144], not 99999999999"},
+      {"detokenizer --out " + out + " --vocab -5", 2, "--vocab takes an integer in [1, 262144], not -5"},
+      {"detokenizer --out " + out + " --seed abc", 2,
+       "--seed takes an integer in [0, 18446744073709551615], not abc"},
+      {"detokenizer --out " + out + " --seed -1", 2, "--seed takes an integer"},
+      {"detokenizer --out " + out + " --seed", 2, "option --seed needs a value"},
+      {"detokenizer --out " + out + " --size demo", 2, "are for lfm25-audio"},
+      {"lfm25-audio --size demo --out " + out + " --tokenizer " + testing::ScratchPath("no_tokenizer.json"),
+       1, "does not exist or is not a file; nothing was written"},
+      {"lfm25-audio --size huge --out " + out + " --tokenizer " +
+           testing::DataPath("tokenizer/tokenizer.json"),
+       2, "--size takes real or demo, not huge"},
+  };
+  for (const Case& c : cases) {
+    std::filesystem::remove_all(out);
+    const CliRun r = RunBinary(LFMVOX_MAKE_CHECKPOINT, c.args);
+    EXPECT_EQ(r.exit_code, c.code) << c.args << "\n" << r.err;
+    EXPECT_NE(r.err.find(c.expect), std::string::npos) << c.args << "\n" << r.err;
+    EXPECT_FALSE(std::filesystem::exists(out)) << c.args;
+  }
+}
+
 TEST(Cli, TtsRejectsUnknownVoiceAndBadPrompt) {
   const CliRun voice = Cli("tts --model " + testing::DataPath("lfm25_tiny") + " --voice robot hello -o " +
                            testing::ScratchPath("v.wav"));
