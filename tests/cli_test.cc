@@ -14,6 +14,7 @@
 #include <iterator>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "trace_util.h"
@@ -27,9 +28,9 @@ struct CliRun {
   std::string err;  // stderr
 };
 
-CliRun Cli(const std::string& args) {
+CliRun RunBinary(const std::string& binary, const std::string& args) {
   const std::string err_path = testing::ScratchPath("cli_stderr.txt");
-  const std::string cmd = std::string(LFMVOX_CLI) + " " + args + " 2>" + err_path;
+  const std::string cmd = binary + " " + args + " 2>" + err_path;
   CliRun r;
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) return r;
@@ -43,7 +44,33 @@ CliRun Cli(const std::string& args) {
   return r;
 }
 
+CliRun Cli(const std::string& args) { return RunBinary(LFMVOX_CLI, args); }
+
 const std::string kModel = testing::DataPath("lfm25_detok");
+
+// A copy of the model folder `base` (tests/data/<base>) in a scratch folder: every entry a symlink to
+// the original but config.json, written with each `from` replaced by `to` (each must occur).
+std::string ModelVariant(const std::string& name, const std::string& base,
+                         const std::vector<std::pair<std::string, std::string>>& edits) {
+  namespace fs = std::filesystem;
+  const fs::path src = fs::canonical(testing::DataPath(base));
+  const fs::path dir = testing::ScratchPath("variant_" + name);
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  for (const fs::directory_entry& e : fs::directory_iterator(src)) {
+    if (e.path().filename() == "config.json" || e.path().filename() == "traces") continue;
+    fs::create_symlink(fs::canonical(e.path()), dir / e.path().filename());
+  }
+  std::ifstream in(src / "config.json");
+  std::string config((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  for (const auto& [from, to] : edits) {
+    const size_t at = config.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    if (at != std::string::npos) config.replace(at, from.size(), to);
+  }
+  std::ofstream(dir / "config.json") << config;
+  return dir.string();
+}
 const std::string kCodes = std::string(LFMVOX_SOURCE_DIR) + "/examples/codes.txt";
 
 TEST(Cli, WavHoldsTheOraclePcm) {
@@ -136,6 +163,85 @@ TEST(Cli, BadInputIsAClearError) {
   }
 }
 
+// Issue 10, class 9: outputs are all or nothing. detokenize checks every code before it opens the output,
+// so a bad code on the last line leaves no WAV behind, and an existing file is left as it was.
+TEST(Cli, FailedRunLeavesNoOutput) {
+  const std::string dir = testing::ScratchPath("cli_all_or_nothing");
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  std::string codes;
+  {
+    std::ifstream in(kCodes);
+    codes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  std::ofstream(dir + "/codes.txt") << codes << "1 2 3 4 5 6 7 2048\n";
+  const std::string wav = dir + "/x.wav";
+  CliRun r = Cli("detokenize --model " + kModel + " --codes " + dir + "/codes.txt -o " + wav);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("is 2048, outside [0, 2048)"), std::string::npos) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(wav));
+  std::ofstream(wav) << "previous take";
+  r = Cli("detokenize --model " + kModel + " --codes " + dir + "/codes.txt -o " + wav);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  std::ifstream in(wav);
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()),
+            "previous take");
+  size_t entries = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) entries += e.is_regular_file();
+  EXPECT_EQ(entries, 2u) << "only codes.txt and the old x.wav; no temporary file";
+}
+
+// Issue 10, class 4 (and class 2): sizes from a config are bounded before anything is allocated, through
+// the CLI: the detokenizer windows of the issue (500 000; 8 000 000 with its positions raised to match,
+// refused by the memory budget), n_fft 2^20 with 4096 features, more mels than FFT bins, and (class 2)
+// the encoder's feat_in against the preprocessor's features.
+TEST(Cli, ConfigSizesAreBoundedBeforeAllocation) {
+  const std::string wav = testing::ScratchPath("bounded.wav");
+  const std::string window =
+      ModelVariant("window", "lfm25_detok", {{"\"sliding_window\": 30", "\"sliding_window\": 500000"}});
+  CliRun r = Cli("detokenize --model " + window + " --codes " + kCodes + " -o " + wav);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("\"sliding_window\" = 500000 exceeds \"max_position_embeddings\" = 128000"),
+            std::string::npos)
+      << r.err;
+  const std::string huge =
+      ModelVariant("huge_window", "lfm25_detok",
+                   {{"\"sliding_window\": 30", "\"sliding_window\": 8000000"},
+                    {"\"max_position_embeddings\": 128000", "\"max_position_embeddings\": 8000000"}});
+  ::setenv("LFMVOX_MEMORY_LIMIT", "1G", 1);
+  r = Cli("detokenize --model " + huge + " --codes " + kCodes + " -o " + wav);
+  ::unsetenv("LFMVOX_MEMORY_LIMIT");
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("K/V caches"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("GiB"), std::string::npos) << r.err;
+
+  const std::string clip = testing::DataPath("inputs/synthetic_16k.wav");
+  struct Case {
+    const char* name;
+    std::vector<std::pair<std::string, std::string>> edits;
+    const char* expect;
+  };
+  const Case cases[] = {
+      {"n_fft",
+       {{"\"n_fft\": 512", "\"n_fft\": 1048576"},
+        {"\"features\": 128", "\"features\": 4096"},
+        {"\"feat_in\": 128", "\"feat_in\": 4096"}},
+       "\"n_fft\" = 1048576 is outside"},
+      {"mels",
+       {{"\"features\": 128", "\"features\": 4096"}, {"\"feat_in\": 128", "\"feat_in\": 4096"}},
+       "exceed the 257 FFT bins"},
+      {"feat_in",
+       {{"\"feat_in\": 128", "\"feat_in\": 80"}},
+       "\"feat_in\" = 80 but [preprocessor] \"features\" = 128"},
+  };
+  for (const Case& c : cases) {
+    const std::string dir = ModelVariant(std::string("tiny_") + c.name, "lfm25_tiny", c.edits);
+    r = Cli("asr --model " + dir + " " + clip);
+    EXPECT_EQ(r.exit_code, 1) << c.name << ": " << r.err;
+    EXPECT_NE(r.err.find(c.expect), std::string::npos) << c.name << ": " << r.err;
+  }
+}
+
 }  // namespace
 }  // namespace lfmvox
 
@@ -215,6 +321,157 @@ TEST(Cli, GenerateWithAudioSegment) {
                          " --mode " + mode + " --max-new 16 --quiet");
     ASSERT_EQ(r.exit_code, 0) << r.err;
     ExpectRows(r.out, testing::LoadTrace("lfm25_tiny/traces/gen__" + mode + ".npy").ToInt64(), 16, mode);
+  }
+}
+
+// Issue 10, class 8: options are parsed strictly. A negative or overflowing seed is a usage error (strtoull
+// made both 2^64 - 1); --temperature 1e-37, inside the documented range, samples (the t -> 0 limit is the
+// greedy choice, so the rows are tts/sequential's) instead of failing on an infinite logit; tts takes
+// --context like generate and chat.
+TEST(Cli, OptionsAreValidatedStrictly) {
+  const std::string model = testing::DataPath("lfm25_tiny");
+  std::string ids;
+  for (int64_t v : testing::LoadTrace("lfm25_tiny/traces/tts__text_ids.npy").ToInt64()) {
+    ids += (ids.empty() ? "" : ", ") + std::to_string(v);
+  }
+  const std::string prompt = testing::ScratchPath("strict_prompt.json");
+  std::ofstream(prompt) << "[{\"ids\": [" << ids << "]}]";
+  const std::string gen = "generate --model " + model + " --prompt " + prompt + " --max-new 24 --quiet";
+  for (const std::string seed : {"-1", "18446744073709551616", "99999999999999999999999", "1x", "+5", ""}) {
+    const CliRun r = Cli(gen + " --seed '" + seed + "'");
+    EXPECT_EQ(r.exit_code, 2) << seed << ": " << r.err;
+    EXPECT_NE(r.err.find("--seed takes an integer in [0, 18446744073709551615]"), std::string::npos)
+        << seed << ": " << r.err;
+  }
+  EXPECT_EQ(Cli(gen + " --seed 18446744073709551615").exit_code, 0);
+  const CliRun tiny = Cli(gen + " --temperature 1e-37");
+  ASSERT_EQ(tiny.exit_code, 0) << tiny.err;
+  ExpectRows(tiny.out, testing::LoadTrace("lfm25_tiny/traces/tts__sequential.npy").ToInt64(), 24,
+             "temperature 1e-37");
+
+  const std::string tts = "tts --model " + model + " -o " + testing::ScratchPath("strict.wav") + " hello";
+  const CliRun bad_ctx = Cli(tts + " --context 0");
+  EXPECT_EQ(bad_ctx.exit_code, 2) << bad_ctx.err;
+  EXPECT_NE(bad_ctx.err.find("--context takes a positive integer"), std::string::npos) << bad_ctx.err;
+  const CliRun ctx = Cli(tts + " --context 4");
+  EXPECT_EQ(ctx.err.find("unknown option"), std::string::npos) << ctx.err;
+}
+
+// Issue 10, class 7 (and class 11's prompt message) through the CLI: a prompt frame of 7 codes (then 9) is
+// refused naming the frame, "ids": 5 naming the segment and key, text that is not JSON says so.
+TEST(Cli, PromptErrorsAreClear) {
+  const std::string model = testing::DataPath("lfm25_tiny");
+  const std::string prompt = testing::ScratchPath("careless_prompt.json");
+  struct Case {
+    const char* text;
+    const char* expect;
+  };
+  const Case cases[] = {
+      {R"([{"audio_out": [[1, 2, 3, 4, 5, 6, 7], [1, 2, 3, 4, 5, 6, 7, 8, 9]]}])",
+       "segment 0: \"audio_out\" frame 0 must be a list of exactly 8 codes"},
+      {R"([{"ids": 5}])", "segment 0: \"ids\" must be a list"},
+      {R"([{"ids": [1]}, {"audio_out": {"a": [1]}}])", "segment 1: \"audio_out\" must be a list"},
+      {"{not json", "is not valid JSON"},
+  };
+  for (const Case& c : cases) {
+    std::ofstream(prompt, std::ios::trunc) << c.text;
+    const CliRun r = Cli("generate --model " + model + " --prompt " + prompt + " --max-new 2 --quiet");
+    EXPECT_EQ(r.exit_code, 1) << c.text << "\n" << r.err;
+    EXPECT_NE(r.err.find(c.expect), std::string::npos) << c.text << "\n" << r.err;
+  }
+}
+
+// Issue 10, class 10 through the CLI: a 61 s clip is refused from its header, before it is decoded, with
+// the limit in the message.
+TEST(Cli, ClipLimitComesFromTheHeader) {
+  const std::string model = testing::DataPath("lfm25_tiny");
+  const std::string prompt = testing::ScratchPath("clip_prompt.json");
+  const std::string clip = testing::ScratchPath("cli_61s.wav");
+  {
+    SF_INFO info{};
+    info.samplerate = 16000;
+    info.channels = 1;
+    info.format = SF_FORMAT_WAV | SF_FORMAT_PCM_16;
+    SNDFILE* f = sf_open(clip.c_str(), SFM_WRITE, &info);
+    ASSERT_NE(f, nullptr);
+    const std::vector<short> zeros(61 * 16000, 0);
+    sf_write_short(f, zeros.data(), static_cast<sf_count_t>(zeros.size()));
+    sf_close(f);
+  }
+  std::ofstream(prompt, std::ios::trunc) << "[{\"audio\": \"" << clip << "\"}]";
+  const CliRun r = Cli("generate --model " + model + " --prompt " + prompt + " --threads 1 --quiet");
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("976000 frames (61.0 s at 16000 Hz, 1 channels) is over the limit of 60 s"),
+            std::string::npos)
+      << r.err;
+}
+
+// Issue 10, class 11 through the CLI: a corrupt MP3 is not reported as missing, and a NUL byte in a
+// safetensors dtype does not cut the message short.
+TEST(Cli, MessagesDoNotMislead) {
+  const std::string mp3 = testing::ScratchPath("corrupt.mp3");
+  {
+    std::string bytes = "\xff\xfb\x90\x64";
+    uint32_t x = 12345;
+    for (int i = 0; i < 5000; ++i) {
+      x = x * 1103515245u + 12345u;
+      bytes += static_cast<char>(x >> 24);
+    }
+    std::ofstream(mp3, std::ios::binary) << bytes;
+  }
+  const std::string prompt = testing::ScratchPath("corrupt_mp3_prompt.json");
+  std::ofstream(prompt) << "[{\"audio\": \"" << mp3 << "\"}]";
+  CliRun r = Cli("generate --model " + testing::DataPath("lfm25_tiny") + " --prompt " + prompt + " --quiet");
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("corrupt.mp3: not a readable audio file"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("does not exist"), std::string::npos) << r.err;
+
+  const std::string dir = testing::ScratchPath("nul_dtype");
+  std::filesystem::create_directories(dir);
+  std::filesystem::copy_file(kModel + "/config.json", dir + "/config.json",
+                             std::filesystem::copy_options::overwrite_existing);
+  const std::string header = R"({"t":{"dtype":"F3\u00002 junk","shape":[1],"data_offsets":[0,4]}})";
+  std::string file(8, '\0');
+  for (int b = 0; b < 8; ++b) file[b] = static_cast<char>((header.size() >> (8 * b)) & 0xff);
+  file += header + std::string(4, '\0');
+  std::ofstream(dir + "/model.safetensors", std::ios::binary) << file;
+  r = Cli("detokenize --model " + dir + " --codes " + kCodes + " -o " + dir + "/x.wav");
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("has dtype \"F3\\x002 junk\", which lfmvox does not read"), std::string::npos)
+      << r.err;
+}
+
+// Issue 10, class 12: lfmvox-make-checkpoint checks every option before it writes anything: a vocabulary
+// of 99999999999 (which aborted) or -5 (silently ignored), a seed "abc" (silently 0), an option without
+// its value, and a missing tokenizer (found only after the weights were written) write no folder.
+TEST(Cli, MakeCheckpointValidatesFirst) {
+  const std::string out = testing::ScratchPath("made_checkpoint");
+  struct Case {
+    std::string args;
+    int code;
+    const char* expect;
+  };
+  const Case cases[] = {
+      {"detokenizer --out " + out + " --vocab 99999999999", 2,
+       "--vocab takes an integer in [1, 262144], not 99999999999"},
+      {"detokenizer --out " + out + " --vocab -5", 2, "--vocab takes an integer in [1, 262144], not -5"},
+      {"detokenizer --out " + out + " --seed abc", 2,
+       "--seed takes an integer in [0, 18446744073709551615], not abc"},
+      {"detokenizer --out " + out + " --seed -1", 2, "--seed takes an integer"},
+      {"detokenizer --out " + out + " --seed", 2, "option --seed needs a value"},
+      {"detokenizer --out " + out + " --size demo", 2, "are for lfm25-audio"},
+      {"lfm25-audio --size demo --out " + out + " --tokenizer " + testing::ScratchPath("no_tokenizer.json"),
+       1, "does not exist or is not a file; nothing was written"},
+      {"lfm25-audio --size huge --out " + out + " --tokenizer " +
+           testing::DataPath("tokenizer/tokenizer.json"),
+       2, "--size takes real or demo, not huge"},
+  };
+  for (const Case& c : cases) {
+    std::filesystem::remove_all(out);
+    const CliRun r = RunBinary(LFMVOX_MAKE_CHECKPOINT, c.args);
+    EXPECT_EQ(r.exit_code, c.code) << c.args << "\n" << r.err;
+    EXPECT_NE(r.err.find(c.expect), std::string::npos) << c.args << "\n" << r.err;
+    EXPECT_FALSE(std::filesystem::exists(out)) << c.args;
   }
 }
 

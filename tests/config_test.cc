@@ -227,6 +227,16 @@ TEST(Lfm25AudioConfig, BadValueInEachSectionNamesSectionAndKey) {
       {"no_encoder", [](json& j) { j.erase("encoder"); }, StatusCode::kNotFound, "", "\"encoder\" section"},
       {"mels", [](json& j) { j["encoder"]["feat_in"] = 80; }, StatusCode::kInvalidArgument, "[encoder]",
        "feat_in"},
+      // Issue 10, class 4: n_fft 2^20 with 4096 features would be an 8.6 GB filterbank.
+      {"n_fft_huge",
+       [](json& j) {
+         j["preprocessor"]["n_fft"] = 1 << 20;
+         j["preprocessor"]["features"] = j["encoder"]["feat_in"] = 4096;
+       },
+       StatusCode::kOutOfRange, "[preprocessor]", "n_fft"},
+      // Issue 10, class 4: more mel filters than FFT bins (512 → 257 bins).
+      {"mels_over_bins", [](json& j) { j["preprocessor"]["features"] = j["encoder"]["feat_in"] = 4096; },
+       StatusCode::kOutOfRange, "[preprocessor]", "257 FFT bins"},
   };
   for (const Case& k : cases) {
     json j = good;
@@ -250,6 +260,22 @@ TEST(Lfm25AudioConfig, BadValueInEachSectionNamesSectionAndKey) {
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_EQ(c->preprocessor.sample_rate, 16000);
   EXPECT_EQ(c->depthformer.layers, 2);
+}
+
+// Issue 10, class 4: a sliding window beyond the model's positions (the issue's 500 000 and 8 000 000,
+// which took 3 GB and asked for 48 GB) is refused at parse time, naming both keys.
+TEST(Lfm25DetokenizerConfig, WindowBeyondPositionsIsRefused) {
+  json j = ReadJson(DataPath("lfm25_detok/config.json"));
+  for (int window : {500000, 8000000}) {
+    j["sliding_window"] = window;
+    const std::string path = WriteConfig("detok_window_" + std::to_string(window), j);
+    auto c = Lfm25DetokenizerConfig::Load(path);
+    ASSERT_FALSE(c.ok()) << window;
+    EXPECT_EQ(c.status().code(), StatusCode::kOutOfRange) << c.status().ToString();
+    const std::string& m = c.status().message();
+    EXPECT_NE(m.find("\"sliding_window\" = " + std::to_string(window)), std::string::npos) << m;
+    EXPECT_NE(m.find("\"max_position_embeddings\" = 128000"), std::string::npos) << m;
+  }
 }
 
 TEST(Lfm25DetokenizerConfig, BadValuesNameFileAndKey) {

@@ -13,7 +13,10 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <memory>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "io/safetensors.h"
@@ -406,6 +409,40 @@ TEST(Detokenizer, LoadErrorsNameTheProblem) {
   auto bad_kind = Lfm25Detokenizer::Load(dir);
   ASSERT_FALSE(bad_kind.ok());
   EXPECT_NE(bad_kind.status().message().find("mamba"), std::string::npos);
+}
+
+// Issue 10, class 4: a window the config allows (max_position_embeddings raised with it) but whose K/V
+// caches exceed the memory budget is refused before anything is allocated, saying how much and why.
+TEST(Detokenizer, CachesBeyondTheMemoryBudgetAreRefused) {
+  if (!testing::WeightsVariant().empty()) GTEST_SKIP() << "edits the safetensors snapshot";
+  const std::string dir = testing::ScratchPath("detok_budget");
+  std::filesystem::create_directories(dir);
+  std::filesystem::remove(dir + "/model.safetensors");
+  std::filesystem::create_symlink(DataPath("lfm25_detok/model.safetensors"), dir + "/model.safetensors");
+  std::string config;
+  {
+    std::ifstream in(DataPath("lfm25_detok/config.json"));
+    config.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  for (const auto& [from, to] :
+       {std::pair<std::string, std::string>{"\"sliding_window\": 30", "\"sliding_window\": 8000000"},
+        {"\"max_position_embeddings\": 128000", "\"max_position_embeddings\": 8000000"}}) {
+    const size_t at = config.find(from);
+    ASSERT_NE(at, std::string::npos) << from;
+    config.replace(at, from.size(), to);
+  }
+  std::ofstream(dir + "/config.json") << config;
+  ::setenv("LFMVOX_MEMORY_LIMIT", "1G", 1);
+  auto model = Lfm25Detokenizer::Load(dir);
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  auto state = Lfm25DetokenizerState::Create(**model, 1);
+  ::unsetenv("LFMVOX_MEMORY_LIMIT");
+  ASSERT_FALSE(state.ok());
+  EXPECT_EQ(state.status().code(), StatusCode::kOutOfRange);
+  const std::string& m = state.status().message();
+  EXPECT_NE(m.find("K/V caches"), std::string::npos) << m;
+  EXPECT_NE(m.find("45.78 GiB"), std::string::npos) << m;  // 3 layers x 2 x (8e6 + 5) x 256 floats
+  EXPECT_NE(m.find("LFMVOX_MEMORY_LIMIT"), std::string::npos) << m;
 }
 
 }  // namespace

@@ -226,6 +226,20 @@ TEST(Sampler, Errors) {
   for (int i = 0; i < 100; ++i) EXPECT_EQ(*s.Sample(std::vector<float>{-inf, 0, -inf}, rng), 1);
 }
 
+// Issue 10, class 8: a tiny positive temperature (1e-37, inside the documented range) makes finite
+// logits overflow to +inf after the division; that is the t -> 0 limit, the largest logit, not an error.
+TEST(Sampler, TinyTemperatureIsTheGreedyLimit) {
+  Sampler s = Make({1e-37f, 0, 1.0f, 0}, 4);
+  Rng rng(7);
+  for (int i = 0; i < 20; ++i) {
+    Result<int32_t> id = s.Sample(std::vector<float>{5.0f, -30.0f, 50.0f, 40.0f}, rng);
+    ASSERT_TRUE(id.ok()) << id.status().ToString();
+    EXPECT_EQ(*id, 2);
+  }
+  // A NaN anywhere is still refused.
+  EXPECT_FALSE(s.Sample(std::vector<float>{2.0f, std::nanf("")}, rng).ok());
+}
+
 // ---------------------------------------------------------------------------
 // The LFM3 oracle's sampled depth frame: temperature 1.0, top_k 128, penalty
 // f32(1.1) over a 4096-frame window, SplitMix64 seeded from rng_seed; per

@@ -7,6 +7,8 @@
 // so that the TTS prompt for TEXT starts speech under greedy text decoding,
 // as the project's oracle checkpoints do; the weights stay random, so the
 // speech is noise. It exists so demos exercise the whole path.
+#include <cctype>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -26,6 +28,9 @@
 namespace {
 
 using namespace lfmvox;
+
+// Far above any LFM tokenizer (65 536) and small enough that the embedding table stays bounded.
+constexpr long long kMaxVocab = 1 << 18;
 
 int Fail(const std::string& m) {
   std::fprintf(stderr, "lfmvox-make-checkpoint: error: %s\n", m.c_str());
@@ -83,33 +88,70 @@ int main(int argc, char** argv) {
     return 2;
   }
   const std::string what = argv[1];
+  if (what != "detokenizer" && what != "lfm25-audio") {
+    std::fprintf(stderr, "lfmvox-make-checkpoint: unknown checkpoint kind %s\n%s", what.c_str(),
+                 kUsage.c_str());
+    return 2;
+  }
+  // Every option is checked before anything is written (issue 10, class 12).
+  const auto usage = [&](const std::string& m) {
+    std::fprintf(stderr, "lfmvox-make-checkpoint: %s\n%s", m.c_str(), kUsage.c_str());
+    return 2;
+  };
   std::string out, tokenizer, size = "real", steer, voice = "US female";
   uint64_t seed = 1;
   int vocab = 0;
-  for (int i = 2; i + 1 < argc; i += 2) {
-    const std::string k = argv[i], v = argv[i + 1];
-    if (k == "--out")
+  bool voice_set = false;
+  for (int i = 2; i < argc; i += 2) {
+    const std::string k = argv[i];
+    if (i + 1 >= argc) return usage("option " + k + " needs a value");
+    const std::string v = argv[i + 1];
+    if (k == "--out") {
       out = v;
-    else if (k == "--seed")
-      seed = std::strtoull(v.c_str(), nullptr, 10);
-    else if (k == "--vocab")
-      vocab = std::atoi(v.c_str());
-    else if (k == "--tokenizer")
+    } else if (k == "--seed") {
+      // Digits only: strtoull alone takes "abc" as 0 and "-1" as 2^64 - 1.
+      char* end = nullptr;
+      errno = 0;
+      const unsigned long long x = std::strtoull(v.c_str(), &end, 10);
+      if (v.empty() || !std::isdigit(static_cast<unsigned char>(v[0])) || errno != 0 || *end != '\0')
+        return usage("--seed takes an integer in [0, 18446744073709551615], not " + v);
+      seed = x;
+    } else if (k == "--vocab") {
+      char* end = nullptr;
+      errno = 0;
+      const long long x = std::strtoll(v.c_str(), &end, 10);
+      if (v.empty() || errno != 0 || *end != '\0' || x < 1 || x > kMaxVocab)
+        return usage("--vocab takes an integer in [1, " + std::to_string(kMaxVocab) + "], not " + v);
+      vocab = static_cast<int>(x);
+    } else if (k == "--tokenizer") {
       tokenizer = v;
-    else if (k == "--size")
+    } else if (k == "--size") {
       size = v;
-    else if (k == "--steer-tts")
+    } else if (k == "--steer-tts") {
       steer = v;
-    else if (k == "--voice")
+    } else if (k == "--voice") {
       voice = v;
-    else {
-      std::fprintf(stderr, "unknown option %s\n%s", k.c_str(), kUsage.c_str());
-      return 2;
+      voice_set = true;
+    } else {
+      return usage("unknown option " + k);
     }
   }
-  if (out.empty()) {
-    std::fputs(kUsage.c_str(), stderr);
-    return 2;
+  if (out.empty()) return usage(what + " needs --out DIR");
+  if (what == "detokenizer" && (!tokenizer.empty() || !steer.empty() || voice_set || size != "real"))
+    return usage("--tokenizer, --size, --steer-tts and --voice are for lfm25-audio, not detokenizer");
+  if (what == "lfm25-audio") {
+    if (tokenizer.empty())
+      return Fail("lfm25-audio needs --tokenizer FILE (a tokenizer.json to ship with it)");
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(tokenizer, ec))
+      return Fail("the tokenizer " + tokenizer + " does not exist or is not a file; nothing was written");
+    if (size != "real" && size != "demo") return usage("--size takes real or demo, not " + size);
+    if (voice_set && steer.empty()) return usage("--voice needs --steer-tts TEXT");
+  }
+  {
+    std::error_code ec;
+    if (std::filesystem::exists(out, ec) && !std::filesystem::is_directory(out, ec))
+      return Fail(out + " exists and is not a folder; nothing was written");
   }
   if (what == "detokenizer") {
     tools::DetokenizerShape shape;
@@ -117,9 +159,6 @@ int main(int argc, char** argv) {
     if (vocab > 0) shape.vocab = vocab;
     if (Status s = tools::WriteRandomDetokenizer(out, shape); !s.ok()) return Fail(s.message());
   } else if (what == "lfm25-audio") {
-    if (tokenizer.empty())
-      return Fail("lfm25-audio needs --tokenizer FILE (a tokenizer.json to ship with it)");
-    if (size != "real" && size != "demo") return Fail("--size takes real or demo");
     tools::Lfm25AudioShape shape = size == "real" ? tools::Lfm25AudioShape{} : tools::Lfm25AudioShape::Demo();
     shape.seed = seed;
     if (vocab > 0) shape.vocab = vocab;

@@ -37,6 +37,7 @@ constexpr char kUsage[] =
     "      -o, --output F   WAV file, or - for raw PCM on stdout as it is produced\n"
     "      --seed S --temperature T --top-k K   audio sampling (default 0.8, 64; T 0 = greedy)\n"
     "      --max-new N      generation budget in tokens + frames (default 1024)\n"
+    "      --context N      positions the conversation may hold (default 4096)\n"
     "      --pcm s16|f32 --threads N --quiet\n"
     "  generate    raw prompt -> one JSON line per generated item\n"
     "      --model DIR --prompt FILE.json   [{\"text\": \"...\"}, {\"ids\": [1, 6]}, {\"audio_out\": [[8 "
@@ -184,13 +185,25 @@ int Detokenize(int argc, char** argv) {
   if (!model.ok()) return Fail(model.status().message());
   auto codes = lfmvox::LoadCodes(*codes_path, (*model)->num_codebooks());
   if (!codes.ok()) return Fail(codes.status().message());
+  const size_t cb = static_cast<size_t>((*model)->num_codebooks());
+  const size_t frames = codes->size() / cb;
+  // Every code is checked before the output is opened (issue 10, class 9): a bad code on the last line
+  // leaves no file behind.
+  const int32_t size = (*model)->codebook_size();
+  for (size_t i = 0; i < codes->size(); ++i) {
+    const int32_t c = (*codes)[i];
+    if (c < 0 || c >= size) {
+      return Fail(*codes_path + ": frame " + std::to_string(i / cb + 1) + " (line " +
+                  std::to_string(i / cb + 1) + " of a text file), code " + std::to_string(i % cb + 1) +
+                  " is " + std::to_string(c) + ", outside [0, " + std::to_string(size) +
+                  "); nothing was written");
+    }
+  }
   auto stream = lfmvox::DetokenizerStream::Create(*model, {.threads = threads, .max_frames_per_call = 1});
   if (!stream.ok()) return Fail(stream.status().message());
   auto out = lfmvox::PcmOutput::Open(*output, (*model)->sample_rate(), format);
   if (!out.ok()) return Fail(out.status().message());
 
-  const size_t cb = static_cast<size_t>((*model)->num_codebooks());
-  const size_t frames = codes->size() / cb;
   std::vector<float> pcm(static_cast<size_t>((*model)->samples_per_frame()));
   size_t samples = 0;
   const auto t0 = std::chrono::steady_clock::now();
@@ -225,13 +238,24 @@ bool ParseFloat(const std::string& s, float lo, float hi, float* out) {
   return true;
 }
 
+// Digits only (strtoull alone takes "-1" as 2^64 - 1 and saturates on overflow).
+bool ParseU64(const std::string& s, uint64_t* out) {
+  if (s.empty() || s.size() > 20 ||
+      !std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; }))
+    return false;
+  char* end = nullptr;
+  errno = 0;
+  const unsigned long long v = std::strtoull(s.c_str(), &end, 10);
+  if (errno != 0 || *end != '\0') return false;
+  *out = v;
+  return true;
+}
+
 // --seed, --temperature/--top-k (audio) and --text-temperature/--text-top-k.
 // Returns a usage error message, or "" when fine.
 std::string ParseSampling(const Args& args, lfmvox::GenerateOptions* o, uint64_t* seed) {
-  if (const std::string* v = args.Get("seed")) {
-    char* end = nullptr;
-    *seed = std::strtoull(v->c_str(), &end, 10);
-    if (v->empty() || *end != '\0') return "--seed takes a non-negative integer";
+  if (const std::string* v = args.Get("seed"); v && !ParseU64(*v, seed)) {
+    return "--seed takes an integer in [0, 18446744073709551615], not " + *v;
   }
   if (const std::string* v = args.Get("temperature"); v && !ParseFloat(*v, 0, 100, &o->audio.temperature)) {
     return "--temperature takes a number in [0, 100]";
@@ -312,7 +336,7 @@ int Tts(int argc, char** argv) {
   std::string err;
   if (!ParseArgs(argc, argv, 2,
                  {"model", "voice", "output", "pcm", "threads", "seed", "temperature", "top-k", "max-new",
-                  "weights"},
+                  "context", "weights"},
                  {"quiet"}, &args, &err)) {
     return UsageError(err);
   }
@@ -332,6 +356,10 @@ int Tts(int argc, char** argv) {
   }
   int threads;
   if (int rc = ThreadsArg(args, &threads)) return rc;
+  int context = 4096;
+  if (const std::string* v = args.Get("context"); v && !ParseInt(*v, 1, 1 << 20, &context)) {
+    return UsageError("--context takes a positive integer");
+  }
 
   auto model = lfmvox::AudioModel::Load(*model_dir, ModelOptionsArg(args));
   if (!model.ok()) return Fail(model.status().message());
@@ -339,7 +367,8 @@ int Tts(int argc, char** argv) {
   OverrideSampling(flags, &o);
   if (max_new > 0) o.max_new_tokens = max_new;
   const std::string voice = args.Get("voice") ? *args.Get("voice") : (*model)->default_voice();
-  auto conv = lfmvox::Conversation::Create(*model, {.threads = threads, .context = 4096, .seed = seed});
+  auto conv = lfmvox::Conversation::Create(
+      *model, {.threads = threads, .context = static_cast<size_t>(context), .seed = seed});
   if (!conv.ok()) return Fail(conv.status().message());
   if (lfmvox::Status s = (*conv)->StartSpeech(voice, args.positional[0]); !s.ok()) return Fail(s.message());
   return RunGeneration(**conv, **model, o, output, format, false, args.Has("quiet") || *output == "-");

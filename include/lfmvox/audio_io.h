@@ -19,9 +19,12 @@ enum class PcmFormat { kS16, kF32 };
 // as the official code holds them.
 Result<std::vector<int32_t>> LoadCodes(const std::string& path, int num_codebooks);
 
-// Where decoded PCM goes: a WAV file (valid at every point while it grows), or
-// with path "-" raw little-endian samples on stdout, flushed per chunk. One
-// thread at a time. LoadCodes is safe from any thread.
+// Where decoded PCM goes: a WAV file, or with path "-" raw little-endian
+// samples on stdout, flushed per chunk. A WAV is all or nothing: it grows in a
+// temporary file in the same folder, which a successful Close renames onto
+// `path`; a failed Write or Close, or destruction without Close (a run that
+// failed), removes it and leaves `path` as it was. One thread at a time.
+// LoadCodes is safe from any thread.
 class PcmOutput {
  public:
   static Result<std::unique_ptr<PcmOutput>> Open(const std::string& path, int sample_rate, PcmFormat format);

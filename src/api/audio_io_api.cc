@@ -1,3 +1,12 @@
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <string>
+
 #include "io/audio_file.h"
 #include "io/codes_file.h"
 #include "lfmvox/audio_io.h"
@@ -11,15 +20,55 @@ Result<std::vector<int32_t>> LoadCodes(const std::string& path, int num_codebook
 
 namespace {
 
+// All or nothing (issue 10, class 9): the WAV grows in a temporary file next to `path` (same folder, so
+// the rename cannot cross file systems) and a successful Close renames it onto `path`; a failed write or
+// close, or destruction without Close (a run that failed), removes it and leaves `path` untouched.
 class WavOutput final : public PcmOutput {
  public:
-  explicit WavOutput(WavWriter w) : w_(std::move(w)) {}
-  Status Write(std::span<const float> s) override { return w_.Write(s); }
-  Status Close() override { return w_.Close(); }
+  WavOutput(WavWriter w, std::string tmp, std::string path)
+      : w_(std::move(w)), tmp_(std::move(tmp)), path_(std::move(path)) {}
+  ~WavOutput() override { Discard(); }
+  Status Write(std::span<const float> s) override {
+    if (done_) return InvalidArgument("PcmOutput::Write after Close (" + path_ + ")");
+    Status st = w_.Write(s);
+    if (!st.ok()) Discard();
+    return st;
+  }
+  Status Close() override {
+    if (done_) return failed_ ? IoError(path_ + " was not written (an earlier error)") : Status::Ok();
+    Status st = w_.Close();
+    if (st.ok() && std::rename(tmp_.c_str(), path_.c_str()) != 0) {
+      st = IoError("cannot rename " + tmp_ + " to " + path_ + ": " + std::strerror(errno));
+    }
+    if (!st.ok()) {
+      Discard();
+      return st;
+    }
+    done_ = true;
+    return Status::Ok();
+  }
 
  private:
+  void Discard() {
+    if (done_) return;
+    done_ = failed_ = true;
+    (void)w_.Close();
+    std::remove(tmp_.c_str());
+  }
+
   WavWriter w_;
+  std::string tmp_, path_;
+  bool done_ = false, failed_ = false;
 };
+
+// "<dir>/.<name>.<pid>.<n>.partial": hidden, unique to this process and call.
+std::string TemporaryPathFor(const std::string& path) {
+  static std::atomic<uint64_t> counter{0};
+  const std::filesystem::path p(path);
+  const std::string name = "." + p.filename().string() + "." + std::to_string(::getpid()) + "." +
+                           std::to_string(counter.fetch_add(1)) + ".partial";
+  return (p.parent_path() / name).string();
+}
 
 class StdoutOutput final : public PcmOutput {
  public:
@@ -38,8 +87,17 @@ class StdoutOutput final : public PcmOutput {
 Result<std::unique_ptr<PcmOutput>> PcmOutput::Open(const std::string& path, int sample_rate,
                                                    PcmFormat format) {
   if (path == "-") return std::unique_ptr<PcmOutput>(new StdoutOutput(format));
-  LFM_ASSIGN_OR_RETURN(WavWriter w, WavWriter::Create(path, sample_rate, 1, format));
-  return std::unique_ptr<PcmOutput>(new WavOutput(std::move(w)));
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    return InvalidArgument(path + " is a folder; give the WAV file to write (or - for stdout)");
+  }
+  const std::string tmp = TemporaryPathFor(path);
+  Result<WavWriter> w = WavWriter::Create(tmp, sample_rate, 1, format);
+  if (!w.ok()) {
+    std::remove(tmp.c_str());
+    return IoError(w.status().message() + " (the temporary file for " + path + ")");
+  }
+  return std::unique_ptr<PcmOutput>(new WavOutput(std::move(w).value(), tmp, path));
 }
 
 }  // namespace lfmvox

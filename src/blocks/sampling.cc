@@ -72,8 +72,15 @@ Result<int32_t> Sampler::Sample(std::span<const float> logits, Rng& rng, std::sp
   const float t = params_.temperature;
   float* x = work_.data();  // [n]
   float mx = -std::numeric_limits<float>::infinity();
+  bool overflow = false;
   for (size_t i = 0; i < n; ++i) {
     const float v = row[i] / t;
+    // A finite logit over a tiny positive temperature (1e-37) overflows: that is the t -> 0 limit, where
+    // all the probability sits on the largest logit, so the draw is the greedy one (issue 10, class 8).
+    if (std::isfinite(row[i]) && v == std::numeric_limits<float>::infinity()) {
+      overflow = true;
+      continue;
+    }
     if (std::isnan(v) || v == std::numeric_limits<float>::infinity()) {
       return InvalidArgument(
           StrFormat("logit %zu is %g (%g after the temperature); cannot sample from NaN or +inf", i,
@@ -82,6 +89,7 @@ Result<int32_t> Sampler::Sample(std::span<const float> logits, Rng& rng, std::sp
     x[i] = v;
     mx = std::max(mx, v);
   }
+  if (overflow) return static_cast<int32_t>(ops::ArgMax(row, n));
   if (mx == -std::numeric_limits<float>::infinity()) {
     return InvalidArgument("every logit is -inf; nothing to sample");
   }

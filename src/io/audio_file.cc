@@ -160,10 +160,20 @@ Result<AudioBuffer> ReadAudioFile(const std::string& path, const AudioLimits& li
   const std::filesystem::file_status st = std::filesystem::status(path, ec);
   if (!std::filesystem::exists(st)) return NotFound("audio file " + path + " does not exist");
   if (std::filesystem::is_directory(st)) return InvalidArgument(path + " is a directory, not an audio file");
+  // A FIFO or a device would block sf_open or never end.
+  if (!std::filesystem::is_regular_file(st)) {
+    return InvalidArgument(path + " is not a regular file (a pipe or a device?); give an audio file");
+  }
   SF_INFO info{};
   SNDFILE* sf = sf_open(path.c_str(), SFM_READ, &info);
   if (sf == nullptr) {
-    return InvalidArgument(path + ": not a readable audio file (" + sf_strerror(nullptr) +
+    // libsndfile reports a damaged stream it has started to decode (a corrupt MP3) as "File does not
+    // exist or is not a regular file"; the file is known to exist here, so that text would mislead
+    // (issue 10, class 11).
+    const std::string why = sf_strerror(nullptr);
+    const bool misleading = why.find("does not exist") != std::string::npos;
+    return InvalidArgument(path + ": not a readable audio file (" +
+                           (misleading ? std::string("damaged, truncated or not an audio format") : why) +
                            "); supported: WAV, FLAC, Ogg Vorbis/Opus, MP3, AIFF and the other formats of "
                            "libsndfile");
   }

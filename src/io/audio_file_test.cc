@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 #include <sndfile.h>
+#include <sys/stat.h>
 
 #include <cmath>
 #include <cstring>
@@ -357,6 +358,25 @@ TEST(ReadAudioTest, BadFilesAreClearErrors) {
   ExpectError(ReadAudioMemory(""), StatusCode::kInvalidArgument, "empty");
   ExpectError(ReadAudioFile(file("text.wav", "this is not audio at all, just some text\n")),
               StatusCode::kInvalidArgument, "not a readable audio file");
+  // Issue 10, class 11: a corrupt MP3 (a frame sync, then noise) exists, so the message must not say it
+  // does not exist; a FIFO is refused without blocking.
+  {
+    std::string mp3 = "\xff\xfb\x90\x64";
+    uint32_t x = 12345;
+    for (int i = 0; i < 5000; ++i) {
+      x = x * 1103515245u + 12345u;
+      mp3 += static_cast<char>(x >> 24);
+    }
+    const Result<AudioBuffer> r = ReadAudioFile(file("corrupt.mp3", mp3));
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().message().find("does not exist"), std::string::npos) << r.status().message();
+    EXPECT_NE(r.status().message().find("corrupt.mp3"), std::string::npos) << r.status().message();
+  }
+  {
+    const std::string fifo = dir.File("fifo.wav");
+    ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+    ExpectError(ReadAudioFile(fifo), StatusCode::kInvalidArgument, "not a regular file");
+  }
   // Header only: a valid WAV with no sample data.
   ExpectError(ReadAudioFile(file("header.wav", WavHeader(16000, 1, 0))), StatusCode::kInvalidArgument,
               "no audio samples");

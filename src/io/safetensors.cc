@@ -53,16 +53,34 @@ bool AsU64(const json& v, uint64_t* out) {
   return false;
 }
 
+// A string from the file as a message may show it (issue 10, class 11): control bytes, NUL above all
+// (which would end the message where a C string is printed), as \xNN, and at most 200 bytes.
+std::string Printable(const std::string& s) {
+  std::string out;
+  for (size_t i = 0; i < s.size() && i < 200; ++i) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    if (c < 0x20 || c == 0x7f) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", c);
+      out += buf;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  if (s.size() > 200) out += "...";
+  return out;
+}
+
 Status ParseEntry(const std::string& name, const json& v, uint64_t data_size, SafetensorsEntry* e) {
   e->name = name;
-  const std::string what = "tensor " + name;
+  const std::string what = "tensor " + Printable(name);
   if (!v.is_object()) return DataLoss(what + ": header entry is not a JSON object");
 
   const auto dtype = v.find("dtype");
   if (dtype == v.end() || !dtype->is_string())
     return DataLoss(what + ": header entry lacks a string \"dtype\"");
   if (!ParseDType(dtype->get_ref<const std::string&>(), &e->dtype)) {
-    return Unimplemented(what + " has dtype " + dtype->get<std::string>() +
+    return Unimplemented(what + " has dtype \"" + Printable(dtype->get<std::string>()) + "\"" +
                          ", which lfmvox does not read (known: F64 F32 F16 BF16 I64 I32 I16 I8 U8 BOOL)");
   }
 

@@ -4,6 +4,7 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
+#include "base/memory_budget.h"
 #include "io/audio_file.h"
 #include "io/json_config.h"
 
@@ -128,6 +129,10 @@ constexpr const char* kPreprocessorKeys[] = {"sample_rate",    "normalize", "win
 
 }  // namespace
 
+// The largest FFT (and analysis window) the front end builds: 2^16 samples, 4 s at 16 kHz, far above
+// the 25 ms frames speech models use; it bounds the filterbank at 2^15 + 1 bins per mel filter.
+constexpr int kMaxFftSize = 1 << 16;
+
 Result<LogMelConfig> LogMelConfig::FromJson(const json& pre, const std::string& where) {
   LFM_RETURN_IF_ERROR(CheckObject(pre, where));
   LFM_RETURN_IF_ERROR(CheckKnownKeys(pre, where, kPreprocessorKeys));
@@ -142,11 +147,11 @@ Result<LogMelConfig> LogMelConfig::FromJson(const json& pre, const std::string& 
     LFM_RETURN_IF_ERROR(GetDouble(pre, key, where, true, std::numeric_limits<double>::lowest(),
                                   std::numeric_limits<double>::max(), &seconds));
     const double samples = seconds * c.sample_rate;
-    if (!(samples >= 1.0 && samples <= 1 << 20)) {
+    if (!(samples >= 1.0 && samples <= kMaxFftSize)) {
       return InvalidArgument(
           StrFormat("%s: \"%s\" = %g s is %g samples at %d Hz; need at least 1 (and at "
-                    "most 2^20)",
-                    where.c_str(), key, seconds, samples, c.sample_rate));
+                    "most %d, the largest FFT lfmvox builds)",
+                    where.c_str(), key, seconds, samples, c.sample_rate, kMaxFftSize));
     }
     *out = static_cast<int>(samples);
   }
@@ -157,8 +162,20 @@ Result<LogMelConfig> LogMelConfig::FromJson(const json& pre, const std::string& 
     c.n_fft = 1;
     while (c.n_fft < c.win_length) c.n_fft *= 2;
   } else {
-    LFM_RETURN_IF_ERROR(GetInt(pre, "n_fft", where, true, 2, 1 << 20, &c.n_fft));
+    LFM_RETURN_IF_ERROR(GetInt(pre, "n_fft", where, true, 2, kMaxFftSize, &c.n_fft));
   }
+  // Issue 10, class 4: the filterbank is [features, n_fft/2 + 1]; a mel filter needs at least one FFT bin
+  // to cover, so there are no more filters than bins, and the table must fit the memory budget.
+  const int bins = c.n_fft / 2 + 1;
+  if (c.n_mels > bins) {
+    return OutOfRange(
+        StrFormat("%s: \"features\" = %d mel filters exceed the %d FFT bins of \"n_fft\" = %d; "
+                  "each filter needs its own bins (lower features or raise n_fft)",
+                  where.c_str(), c.n_mels, bins, c.n_fft));
+  }
+  LFM_RETURN_IF_ERROR(
+      CheckMemoryBudget(static_cast<double>(c.n_mels) * bins * sizeof(float), where + ": the mel filterbank",
+                        StrFormat("%d features x %d bins of n_fft %d", c.n_mels, bins, c.n_fft)));
   if (c.n_fft < c.win_length) {
     return InvalidArgument(StrFormat("%s: \"n_fft\" = %d is shorter than the %d-sample window", where.c_str(),
                                      c.n_fft, c.win_length));

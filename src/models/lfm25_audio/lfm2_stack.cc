@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "base/memory_budget.h"
 #include "blocks/weights.h"
 #include "threading/thread_team.h"
 
@@ -73,6 +74,21 @@ Result<Lfm2State> Lfm2State::Create(const Lfm2Stack& stack, size_t max_rows, siz
   if (max_positions == 0) max_positions = static_cast<size_t>(c.max_positions);
   const size_t H = static_cast<size_t>(c.hidden_size);
   const size_t KV = stack.attention_shape().kv_dim();
+  // Every cache's size first, against the memory budget, before anything is allocated (issue 10, class 4).
+  double cache_bytes = 0;
+  size_t largest = 0;
+  for (LayerKind k : c.layers) {
+    if (k == LayerKind::kConv) continue;
+    const size_t capacity = k == LayerKind::kSlidingAttention
+                                ? static_cast<size_t>(c.sliding_window) - 1 + max_rows
+                                : max_positions;
+    cache_bytes += 2.0 * static_cast<double>(capacity) * static_cast<double>(KV) * sizeof(float);
+    largest = std::max(largest, capacity);
+  }
+  LFM_RETURN_IF_ERROR(CheckMemoryBudget(
+      cache_bytes, StrFormat("the K/V caches of %d attention layers", c.num_attention_layers()),
+      StrFormat("up to %zu positions of %zu keys and values each, from the context or the sliding_window",
+                largest, KV)));
   Lfm2State s;
   s.max_rows_ = max_rows;
   s.conv_state_.resize(c.layers.size());
