@@ -23,7 +23,9 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -41,33 +43,36 @@ namespace {
 
 const char* kText = "Hello there, this is a test.";
 
-// Written once per test process.
+// A random whole model in a scratch folder; eos_row_scale as tools::Lfm3Shape.
+std::string WriteModel(const std::string& name, float eos_row_scale) {
+  tools::Lfm3Shape s;
+  s.text_hidden = 32;
+  s.codec_hidden = 32;
+  s.codec_heads = 2;
+  s.codec_kv_heads = 1;
+  s.codec_ffn = 48;
+  s.quantizer_dim = 16;
+  s.depth_hidden = 32;
+  s.depth_heads = 2;
+  s.depth_kv_heads = 1;
+  s.depth_ffn = 48;
+  s.with_backbone = true;
+  s.tokenizer = testing::DataPath("tokenizer/tokenizer.json");
+  s.interleaved_n_text = 6;
+  s.interleaved_n_audio = 12;
+  s.eos_row_scale = eos_row_scale;
+  const std::string d = testing::ScratchPath(name);
+  std::filesystem::remove_all(d);
+  const Status st = tools::WriteRandomLfm3(d, s);
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  return d;
+}
+
+// Written once per test process. Speech that ends: with the EOS rows 3× wider the TTS turn below ends its
+// speech after 9 frames (then text), so the end-of-audio paths run (the codec flushed, the EOS row fed, text
+// after speech).
 const std::string& ModelDir() {
-  static const std::string dir = [] {
-    tools::Lfm3Shape s;
-    s.text_hidden = 32;
-    s.codec_hidden = 32;
-    s.codec_heads = 2;
-    s.codec_kv_heads = 1;
-    s.codec_ffn = 48;
-    s.quantizer_dim = 16;
-    s.depth_hidden = 32;
-    s.depth_heads = 2;
-    s.depth_kv_heads = 1;
-    s.depth_ffn = 48;
-    s.with_backbone = true;
-    s.tokenizer = testing::DataPath("tokenizer/tokenizer.json");
-    s.interleaved_n_text = 6;
-    s.interleaved_n_audio = 12;
-    // Speech that ends: with the EOS rows 3× wider the TTS turn below ends its speech after 9 frames (then
-    // text), so the end-of-audio paths run (the codec flushed, the EOS row fed, text after speech).
-    s.eos_row_scale = 3.0f;
-    const std::string d = testing::ScratchPath("lfm3_api_model");
-    std::filesystem::remove_all(d);
-    const Status st = tools::WriteRandomLfm3(d, s);
-    EXPECT_TRUE(st.ok()) << st.ToString();
-    return d;
-  }();
+  static const std::string dir = WriteModel("lfm3_api_model", 3.0f);
   return dir;
 }
 
@@ -258,7 +263,9 @@ TEST(Lfm3Api, TtsTurnEqualsTheGeneratorAndThePcmTheCodec) {
   const auto eoa = std::find_if(ref.begin(), ref.end(), [](const Item& it) { return it.end_of_audio; });
   ASSERT_NE(eoa, ref.end()) << "no end-of-audio frame: the end-of-speech path is not exercised";
   EXPECT_NE(eoa + 1, ref.end());
-  if (eoa + 1 != ref.end()) EXPECT_FALSE(eoa[1].audio) << "after the end of audio, text";
+  if (eoa + 1 != ref.end()) {
+    EXPECT_FALSE(eoa[1].audio) << "after the end of audio, text";
+  }
   EXPECT_TRUE(api.items == ref) << "the Conversation's items differ from Lfm3Generator's";
   EXPECT_EQ(api.summary.text_tokens + api.summary.audio_frames, static_cast<int>(api.items.size()));
   const std::vector<float> pcm = DecodeAlone(ref);
@@ -377,6 +384,44 @@ TEST(Lfm3Api, CancelStopsBeforeTheNextItem) {
   ASSERT_TRUE(again.ok()) << again.status().ToString();
   EXPECT_FALSE(again->cancelled);
   EXPECT_EQ(again->audio_frames + again->text_tokens, 2);
+}
+
+// A model (EOS rows as drawn) whose config.json's `generation` section turns the repetition penalty off
+// and fixes the reveal order, so that greedy frames depend on the backbone state alone (no RNG, no history).
+const std::string& NoPenaltyDir() {
+  static const std::string dir = [] {
+    const std::string d = WriteModel("lfm3_api_model_no_penalty", 1.0f);
+    std::ifstream in(d + "/config.json");
+    nlohmann::json cfg = nlohmann::json::parse(in);
+    cfg["generation"] = {{"audio_repetition_penalty", 1.0}, {"maskgit_order", "fixed"}};
+    std::ofstream(d + "/config.json") << cfg.dump(1);
+    return d;
+  }();
+  return dir;
+}
+
+// Barge-in: TruncateSpeech keeps the frames heard (rounded up) and drops the rest; the caches are rebuilt
+// from the kept history, so greedy speech resumed after 3 kept frames is the first turn's 4th frame on.
+TEST(Lfm3Api, TruncateSpeechKeepsWhatWasHeard) {
+  Result<std::shared_ptr<const AudioModel>> m = AudioModel::Load(NoPenaltyDir());
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  Result<std::unique_ptr<Conversation>> c = Conversation::Create(*m, {.threads = 2});
+  ASSERT_TRUE(c.ok());
+  ASSERT_TRUE((*c)->StartSpeech((*m)->default_voice(), kText).ok());
+  GenerateOptions o = GenerateOptions::ForTts(**m);
+  o.audio = {0.0f, 0};  // greedy frames
+  o.max_new_tokens = 8;
+  Output first, resumed;
+  ASSERT_TRUE((*c)->Generate(o, Collect(&first)).ok());
+  ASSERT_EQ(Describe(first.items), "aaaaaaaa") << "the greedy turn should be 8 speech frames";
+  const size_t spf = static_cast<size_t>((*m)->samples_per_frame());
+  EXPECT_EQ((*c)->TruncateSpeech(9 * spf).code(), StatusCode::kOutOfRange);  // more than was produced
+  ASSERT_TRUE((*c)->TruncateSpeech(2 * spf + 1).ok());                       // 3 frames, the last in part
+  o.max_new_tokens = 5;
+  ASSERT_TRUE((*c)->Generate(o, Collect(&resumed)).ok());
+  ASSERT_EQ(resumed.items.size(), 5u);
+  EXPECT_TRUE(std::equal(resumed.items.begin(), resumed.items.end(), first.items.begin() + 3))
+      << "the speech resumed after the kept frames differs from the first turn's";
 }
 
 TEST(Lfm3Api, SpeechInputIsUnimplementedAndSpeechOutputFoldersSayWhy) {

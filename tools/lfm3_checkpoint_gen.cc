@@ -175,6 +175,8 @@ Status WriteRandomLfm3(const std::string& dir, const Lfm3Shape& s) {
   if (s.interleaved_n_audio > 0) cfg["interleaved_n_audio"] = s.interleaved_n_audio;
   const int64_t Hb = s.text_hidden;
   int64_t vocab = 0;
+  std::vector<std::string> backbone_kinds;  // the layer types in AddStack's two kinds
+  for (const std::string& t : s.backbone_layers) backbone_kinds.push_back(t == "conv" ? "conv" : "attention");
   if (s.with_backbone) {
     if (s.tokenizer.empty()) return InvalidArgument("generator: a backbone needs a tokenizer");
     if (Hb % s.backbone_heads != 0 || s.backbone_heads % s.backbone_kv_heads != 0) {
@@ -182,9 +184,7 @@ Status WriteRandomLfm3(const std::string& dir, const Lfm3Shape& s) {
     }
     LFM_ASSIGN_OR_RETURN(const TokenizerIds ids, ReadTokenizerIds(s.tokenizer));
     vocab = ids.max_id + 1;
-    std::vector<std::string> stack_types;  // AddStack's two kinds
-    for (const std::string& t : s.backbone_layers) stack_types.push_back(t == "conv" ? "conv" : "attention");
-    nlohmann::json lfm = StackJson(stack_types, s.text_hidden, s.backbone_heads, s.backbone_kv_heads,
+    nlohmann::json lfm = StackJson(backbone_kinds, s.text_hidden, s.backbone_heads, s.backbone_kv_heads,
                                    s.backbone_ffn, s.backbone_sandwich_norms, s.backbone_gated_layers);
     for (const char* k : {"hidden_size", "num_layers", "num_heads", "num_kv_heads"}) lfm.erase(k);
     lfm.update({{"vocab_size", vocab},
@@ -245,11 +245,9 @@ Status WriteRandomLfm3(const std::string& dir, const Lfm3Shape& s) {
              s.depth_sandwich_norms, s.depth_gated_layers);
   }
   if (s.with_backbone) {
-    std::vector<std::string> stack_types;
-    for (const std::string& t : s.backbone_layers) stack_types.push_back(t == "conv" ? "conv" : "attention");
     b.Add("lfm.embed_tokens.weight", {vocab, Hb}, 0.0f, 1.0f);
     if (!s.backbone_tied) b.Matrix("lfm.lm_head.weight", vocab, Hb);
-    AddStack(b, "lfm.", stack_types, Hb, s.backbone_heads, s.backbone_kv_heads, s.backbone_ffn,
+    AddStack(b, "lfm.", backbone_kinds, Hb, s.backbone_heads, s.backbone_kv_heads, s.backbone_ffn,
              s.backbone_conv_kernel, s.backbone_sandwich_norms, s.backbone_gated_layers);
   }
   return WriteSafetensors(dir + "/model.safetensors", b.tensors);

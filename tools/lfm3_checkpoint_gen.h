@@ -1,8 +1,9 @@
 // Random LFM3-Audio speech-output checkpoints in the lfm3_tiny layout (the oracle's flat config.json and
 // the seed's tensor names: `codec.*`, `depth_decoder.*`, `codebook_embedding.weight`), at any size, for
-// benchmarks. Values follow the oracle's recipe (norm weights 1 + 0.1·N, biases 0.05·N, matrices
-// N(0, 1/fan_in), embeddings N(0, 1), uniform draws of those variances), rounded to bf16; the ISTFT
-// window is the periodic Hann window in F32.
+// benchmarks; with `with_backbone` a whole model (the `lfm` section, `lfm.*`, tokenizer.json) that
+// AudioModel::Load takes (tests/lfm3_api_test.cc, `lfmvox-make-checkpoint lfm3-audio`). Values follow the
+// oracle's recipe (norm weights 1 + 0.1·N, biases 0.05·N, matrices N(0, 1/fan_in), embeddings N(0, 1),
+// uniform draws of those variances), rounded to bf16; the ISTFT window is the periodic Hann window in F32.
 #pragma once
 
 #include <cstdint>

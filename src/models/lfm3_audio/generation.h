@@ -10,8 +10,9 @@
 //
 // Token ids come from the tokenizer (the caller resolves the names: Lfm3TurnTokens), the EOS id and the
 // interleave schedule from config.json (eos_token_id, interleaved_n_text / interleaved_n_audio).
-// One sequence; its state and its scratch are held together (a model-level loop, not a batched
-// server). Begin and Step allocate nothing.
+// Lfm3Generator: one sequence, its state and its scratch held together (a model-level loop; the batched,
+// multi-turn form behind the public API is Lfm3Session, session.h, on the same Lfm3Turn rules). Begin and
+// Step allocate nothing.
 #pragma once
 
 #include <cstdint>
