@@ -100,6 +100,36 @@ nlohmann::json StackJson(const std::vector<std::string>& types, int H, int heads
           {"attn_gate_kind", "per_head"}};
 }
 
+// The largest id of a tokenizer.json (its BPE vocabulary and added tokens) and the ids of two tokens.
+struct TokenizerIds {
+  int64_t max_id = -1;
+  int64_t bos = -1, eos = -1;
+};
+
+Result<TokenizerIds> ReadTokenizerIds(const std::string& path) {
+  std::ifstream f(path);
+  if (!f) return NotFound("cannot read the tokenizer " + path);
+  const nlohmann::json j = nlohmann::json::parse(f, nullptr, false);
+  if (j.is_discarded() || !j.contains("model") || !j["model"].contains("vocab")) {
+    return InvalidArgument(path + " is not a Hugging Face tokenizer.json (no model.vocab)");
+  }
+  TokenizerIds t;
+  for (const auto& [piece, id] : j["model"]["vocab"].items()) {
+    if (id.is_number_integer()) t.max_id = std::max<int64_t>(t.max_id, id.get<int64_t>());
+  }
+  if (j.contains("added_tokens") && j["added_tokens"].is_array()) {
+    for (const auto& a : j["added_tokens"]) {
+      if (!a.contains("id") || !a["id"].is_number_integer() || !a.contains("content")) continue;
+      const int64_t id = a["id"].get<int64_t>();
+      t.max_id = std::max(t.max_id, id);
+      if (a["content"] == "<|startoftext|>") t.bos = id;
+      if (a["content"] == "<|im_end|>") t.eos = id;
+    }
+  }
+  if (t.bos < 0 || t.eos < 0) return InvalidArgument(path + " lacks <|startoftext|> or <|im_end|>");
+  return t;
+}
+
 }  // namespace
 
 Status WriteRandomLfm3(const std::string& dir, const Lfm3Shape& s) {
@@ -132,16 +162,50 @@ Status WriteRandomLfm3(const std::string& dir, const Lfm3Shape& s) {
                 {"sampling_rate", 24000},
                 {"frame_samples", 1920},
                 {"magnitude_clamp", nullptr}});
-  const nlohmann::json cfg = {
-      {"model_type", "lfm3_audio_speech_oracle"},
-      {"format", "cortiq CMF tensor names (lfm3_speech.rs); random weights (lfmvox tools)"},
-      {"n_codebooks", kCodebooks},
-      {"codebook_size", kCodes},
-      {"audio_eos", kCodes - 1},
-      {"maskgit", {4, 4, 4}},
-      {"text_hidden", s.text_hidden},
-      {"depth_decoder", depth},
-      {"codec", codec}};
+  nlohmann::json cfg = {{"model_type", "lfm3_audio_speech_oracle"},
+                        {"format", "cortiq CMF tensor names (lfm3_speech.rs); random weights (lfmvox tools)"},
+                        {"n_codebooks", kCodebooks},
+                        {"codebook_size", kCodes},
+                        {"audio_eos", kCodes - 1},
+                        {"maskgit", {4, 4, 4}},
+                        {"text_hidden", s.text_hidden},
+                        {"depth_decoder", depth},
+                        {"codec", codec}};
+  if (s.interleaved_n_text > 0) cfg["interleaved_n_text"] = s.interleaved_n_text;
+  if (s.interleaved_n_audio > 0) cfg["interleaved_n_audio"] = s.interleaved_n_audio;
+  const int64_t Hb = s.text_hidden;
+  int64_t vocab = 0;
+  std::vector<std::string> backbone_kinds;  // the layer types in AddStack's two kinds
+  for (const std::string& t : s.backbone_layers) backbone_kinds.push_back(t == "conv" ? "conv" : "attention");
+  if (s.with_backbone) {
+    if (s.tokenizer.empty()) return InvalidArgument("generator: a backbone needs a tokenizer");
+    if (Hb % s.backbone_heads != 0 || s.backbone_heads % s.backbone_kv_heads != 0) {
+      return InvalidArgument("generator: backbone heads must divide text_hidden, kv_heads divide heads");
+    }
+    LFM_ASSIGN_OR_RETURN(const TokenizerIds ids, ReadTokenizerIds(s.tokenizer));
+    vocab = ids.max_id + 1;
+    nlohmann::json lfm = StackJson(backbone_kinds, s.text_hidden, s.backbone_heads, s.backbone_kv_heads,
+                                   s.backbone_ffn, s.backbone_sandwich_norms, s.backbone_gated_layers);
+    for (const char* k : {"hidden_size", "num_layers", "num_heads", "num_kv_heads"}) lfm.erase(k);
+    lfm.update({{"vocab_size", vocab},
+                {"hidden_size", s.text_hidden},
+                {"num_hidden_layers", s.backbone_layers.size()},
+                {"num_attention_heads", s.backbone_heads},
+                {"num_key_value_heads", s.backbone_kv_heads},
+                {"layer_types", s.backbone_layers},
+                {"conv_L_cache", s.backbone_conv_kernel},
+                {"sliding_window", s.backbone_window},
+                {"rope_theta_swa", 1e4},
+                {"partial_rotary_factor", s.partial_rotary_factor},
+                {"tie_word_embeddings", s.backbone_tied},
+                {"max_position_embeddings", s.max_positions},
+                {"bos_token_id", ids.bos},
+                {"eos_token_id", ids.eos}});
+    cfg["lfm"] = lfm;
+    std::filesystem::copy_file(s.tokenizer, dir + "/tokenizer.json",
+                               std::filesystem::copy_options::overwrite_existing, ec);
+    if (ec) return IoError("cannot copy " + s.tokenizer + " into " + dir + ": " + ec.message());
+  }
   std::ofstream(dir + "/config.json") << cfg.dump(1) << "\n";
 
   Builder b{s.seed, {}, {}, {}};
@@ -168,10 +232,23 @@ Status WriteRandomLfm3(const std::string& dir, const Lfm3Shape& s) {
     for (int i = 0; i < kCodebooks; ++i) {
       const std::string p = "depth_decoder.depth_embeddings." + std::to_string(i) + ".";
       b.Add(p + "embedding.weight", {kCodes, Hd}, 0.0f, 0.1f);
+      if (s.eos_row_scale != 1.0f) {  // the end-of-audio row, scaled after the draw (the stream stays)
+        std::vector<uint16_t>& t = b.bf16.back();
+        for (int64_t d = 0; d < Hd; ++d) {
+          uint16_t& v = t[static_cast<size_t>((kCodes - 1) * Hd + d)];
+          v = F32ToBf16(Bf16ToF32(v) * s.eos_row_scale);
+        }
+      }
       b.Norm(p + "embedding_norm.weight", Hd);
     }
     AddStack(b, "depth_decoder.model.", depth_types, Hd, s.depth_heads, s.depth_kv_heads, s.depth_ffn, 3,
              s.depth_sandwich_norms, s.depth_gated_layers);
+  }
+  if (s.with_backbone) {
+    b.Add("lfm.embed_tokens.weight", {vocab, Hb}, 0.0f, 1.0f);
+    if (!s.backbone_tied) b.Matrix("lfm.lm_head.weight", vocab, Hb);
+    AddStack(b, "lfm.", backbone_kinds, Hb, s.backbone_heads, s.backbone_kv_heads, s.backbone_ffn,
+             s.backbone_conv_kernel, s.backbone_sandwich_norms, s.backbone_gated_layers);
   }
   return WriteSafetensors(dir + "/model.safetensors", b.tensors);
 }

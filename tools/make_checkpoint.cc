@@ -2,11 +2,15 @@
 //   lfmvox-make-checkpoint detokenizer --out DIR [--seed N] [--vocab N]
 //   lfmvox-make-checkpoint lfm25-audio --out DIR --tokenizer tokenizer.json [--size real|demo] [--seed N]
 //                                      [--steer-tts TEXT [--voice V]]
+//   lfmvox-make-checkpoint lfm3-audio --out DIR --tokenizer tokenizer.json [--seed N]
 // lfm25-audio writes config.json, model.safetensors, tokenizer.json and
 // audio_detokenizer/. --steer-tts edits one embedding row (<|audio_start|>)
 // so that the TTS prompt for TEXT starts speech under greedy text decoding,
 // as the project's oracle checkpoints do; the weights stay random, so the
 // speech is noise. It exists so demos exercise the whole path.
+// lfm3-audio writes a small whole LFM3-Audio folder (tools/lfm3_checkpoint_gen.h: a 256-wide backbone with
+// the `lfm` section, the depth decoder, a real-size codec, tokenizer.json); its TTS prompt starts speech by
+// construction (it ends with <|audio_start|>), the speech is noise.
 #include <cctype>
 #include <cerrno>
 #include <cmath>
@@ -24,6 +28,7 @@
 #include "tensor/dtype.h"
 #include "threading/thread_team.h"
 #include "tools/checkpoint_gen.h"
+#include "tools/lfm3_checkpoint_gen.h"
 
 namespace {
 
@@ -82,13 +87,14 @@ int main(int argc, char** argv) {
   const std::string kUsage =
       "usage: lfmvox-make-checkpoint detokenizer --out DIR [--seed N] [--vocab N]\n"
       "       lfmvox-make-checkpoint lfm25-audio --out DIR --tokenizer FILE [--size real|demo] [--seed N]\n"
-      "                                          [--steer-tts TEXT] [--voice V]\n";
+      "                                          [--steer-tts TEXT] [--voice V]\n"
+      "       lfmvox-make-checkpoint lfm3-audio --out DIR --tokenizer FILE [--seed N]\n";
   if (argc < 2) {
     std::fputs(kUsage.c_str(), stderr);
     return 2;
   }
   const std::string what = argv[1];
-  if (what != "detokenizer" && what != "lfm25-audio") {
+  if (what != "detokenizer" && what != "lfm25-audio" && what != "lfm3-audio") {
     std::fprintf(stderr, "lfmvox-make-checkpoint: unknown checkpoint kind %s\n%s", what.c_str(),
                  kUsage.c_str());
     return 2;
@@ -139,9 +145,10 @@ int main(int argc, char** argv) {
   if (out.empty()) return usage(what + " needs --out DIR");
   if (what == "detokenizer" && (!tokenizer.empty() || !steer.empty() || voice_set || size != "real"))
     return usage("--tokenizer, --size, --steer-tts and --voice are for lfm25-audio, not detokenizer");
-  if (what == "lfm25-audio") {
-    if (tokenizer.empty())
-      return Fail("lfm25-audio needs --tokenizer FILE (a tokenizer.json to ship with it)");
+  if (what == "lfm3-audio" && (vocab > 0 || !steer.empty() || voice_set || size != "real"))
+    return usage("--vocab, --size, --steer-tts and --voice are not for lfm3-audio");
+  if (what == "lfm25-audio" || what == "lfm3-audio") {
+    if (tokenizer.empty()) return Fail(what + " needs --tokenizer FILE (a tokenizer.json to ship with it)");
     std::error_code ec;
     if (!std::filesystem::is_regular_file(tokenizer, ec))
       return Fail("the tokenizer " + tokenizer + " does not exist or is not a file; nothing was written");
@@ -180,6 +187,20 @@ int main(int argc, char** argv) {
     if (!steer.empty()) {
       if (Status s = SteerTts(out, voice, steer); !s.ok()) return Fail(s.message());
     }
+  } else if (what == "lfm3-audio") {
+    tools::Lfm3Shape shape;
+    shape.seed = seed;
+    shape.text_hidden = 256;
+    shape.depth_hidden = 256;
+    shape.depth_heads = 8;
+    shape.depth_kv_heads = 4;
+    shape.depth_ffn = 512;
+    shape.with_backbone = true;
+    shape.backbone_ffn = 512;
+    shape.tokenizer = tokenizer;
+    shape.interleaved_n_text = 6;  // LFM3-Audio's config.json (spec §1.2)
+    shape.interleaved_n_audio = 12;
+    if (Status s = tools::WriteRandomLfm3(out, shape); !s.ok()) return Fail(s.message());
   } else {
     std::fputs(kUsage.c_str(), stderr);
     return 2;

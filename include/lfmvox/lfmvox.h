@@ -191,7 +191,7 @@ struct ConversationOptions {
 };
 
 // A speech/text model's weights, tokenizer and speech decoder. The family is
-// chosen from the files (config.json); today: LFM2.5-Audio. Immutable once
+// chosen from the files (config.json): LFM2.5-Audio or LFM3-Audio. Immutable once
 // loaded; shared by any number of threads and conversations.
 struct ModelOptions {
   // Quantize the float matrices at load time: "f16", "bf16", "q8_0" or
@@ -213,16 +213,17 @@ class AudioModel {
                                                         const ModelOptions& options = {});
   ~AudioModel();
 
-  std::string_view family() const;  // "LFM2.5-Audio"
+  std::string_view family() const;  // "LFM2.5-Audio" or "LFM3-Audio"
   int sample_rate() const;          // of the speech it produces (24000)
   int num_codebooks() const;        // audio codes per frame (8)
   int audio_vocab() const;          // valid audio codes are [0, audio_vocab()), end-of-audio included
   int samples_per_frame() const;    // PCM samples one audio frame decodes to (1920 = 80 ms)
   // The voices StartSpeech takes (LFM2.5-Audio: "US male", "US female",
-  // "UK male", "UK female"); the first of them is not the default, see
-  // default_voice().
+  // "UK male", "UK female"; LFM3-Audio: "American English female", ...,
+  // any "{Language} female|male", or a whole "Perform TTS ..." task prompt);
+  // the first of them is not the default, see default_voice().
   const std::vector<std::string>& voices() const;
-  const std::string& default_voice() const;  // "US female"
+  const std::string& default_voice() const;  // "US female"; LFM3-Audio "American English female"
   // The system prompt StartChat uses when given none.
   const std::string& default_system_prompt() const;
   // Text of a token id (special tokens included), for display.

@@ -49,7 +49,7 @@ const char* lfmvox_last_error(void);
 const char* lfmvox_status_name(int status);
 
 /* ------------------------------------------------------------------------
- * Speech and text models (LFM2.5-Audio today; the family is chosen from the
+ * Speech and text models (LFM2.5-Audio or LFM3-Audio; the family is chosen from the
  * files). */
 
 typedef struct lfmvox_model lfmvox_model;

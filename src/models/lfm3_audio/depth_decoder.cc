@@ -194,10 +194,7 @@ Result<Lfm3DepthState> Lfm3DepthState::Create(const Lfm3DepthDecoder& model,
   Lfm3DepthState s;
   s.model_ = &model;
   s.sampling_ = sampling;
-  // The penalty is applied from the counts below; the Sampler does temperature, top-k and the draw.
-  const SamplingParams p{sampling.greedy() ? 0.0f : sampling.temperature, sampling.top_k, 1.0f, 0};
-  LFM_ASSIGN_OR_RETURN(s.sampler_, Sampler::Create(p, static_cast<size_t>(model.codebook_size())));
-  s.draw_for_top1_ = !sampling.greedy() && s.sampler_.params().greedy();
+  LFM_RETURN_IF_ERROR(s.MakeSampler());
   const size_t C = static_cast<size_t>(model.codebooks()), V = static_cast<size_t>(model.codebook_size());
   s.window_ = sampling.repetition_penalty != 1.0f ? static_cast<size_t>(sampling.repetition_window) : 0;
   if (s.window_ > 0) {
@@ -209,6 +206,29 @@ Result<Lfm3DepthState> Lfm3DepthState::Create(const Lfm3DepthDecoder& model,
   s.revealed_.assign(C, 0);
   s.Reset(seed);
   return s;
+}
+
+Status Lfm3DepthState::MakeSampler() {
+  // The penalty is applied from the counts; the Sampler does temperature, top-k and the draw.
+  const SamplingParams p{sampling_.greedy() ? 0.0f : sampling_.temperature, sampling_.top_k, 1.0f, 0};
+  LFM_ASSIGN_OR_RETURN(sampler_, Sampler::Create(p, static_cast<size_t>(model_->codebook_size())));
+  draw_for_top1_ = !sampling_.greedy() && sampler_.params().greedy();
+  return Status::Ok();
+}
+
+Status Lfm3DepthState::SetDraw(float temperature, int top_k) {
+  if (temperature == sampling_.temperature && top_k == sampling_.top_k) return Status::Ok();
+  Lfm3AudioSampling next = sampling_;
+  next.temperature = temperature;
+  next.top_k = top_k;
+  LFM_RETURN_IF_ERROR(next.Validate());
+  const Lfm3AudioSampling before = sampling_;
+  sampling_ = next;
+  if (Status st = MakeSampler(); !st.ok()) {
+    sampling_ = before;
+    return st;
+  }
+  return Status::Ok();
 }
 
 void Lfm3DepthState::Reset(uint64_t seed) {

@@ -135,6 +135,9 @@ class Lfm3DepthState {
 
   // Forgets the history and the last frame and reseeds the RNG.
   void Reset(uint64_t seed);
+  // Changes the draw (temperature, top-k) and keeps the RNG stream, the history and the penalty; the
+  // Sampler is rebuilt only when a value changes (allocates then).
+  Status SetDraw(float temperature, int top_k);
   // Appends a frame emitted before (C codes in [0, V)) to the penalty history, as DecodeFrames does for
   // each frame it returns without end-of-audio; the oldest frame beyond the window is dropped.
   Status PushHistory(std::span<const int32_t> codes);
@@ -152,6 +155,8 @@ class Lfm3DepthState {
   friend Status DecodeFrames(const Lfm3DepthDecoder&, std::span<const float* const>,
                              std::span<Lfm3DepthState* const>, class Lfm3DepthScratch&, ThreadTeam&,
                              TraceSink*);
+  Status MakeSampler();  // sampler_ and draw_for_top1_ from sampling_
+
   const Lfm3DepthDecoder* model_ = nullptr;
   Lfm3AudioSampling sampling_;
   Sampler sampler_;  // temperature, top-k and the draw (the penalty is applied before, from counts_)

@@ -30,9 +30,7 @@ Result<Lfm3Generator> Lfm3Generator::Create(const Lfm3Backbone& backbone, const 
   Lfm3Generator g;
   g.backbone_ = &backbone;
   g.depth_ = &depth;
-  g.tokens_ = tokens;
-  g.n_text_ = n_text;
-  g.n_audio_ = n_audio;
+  g.turn_ = Lfm3Turn(tokens, n_text, n_audio);
   LFM_ASSIGN_OR_RETURN(g.state_, Lfm3State::Create(backbone.stack(), max_prompt, max_positions));
   LFM_ASSIGN_OR_RETURN(g.scratch_,
                        Lfm3Scratch::Create(backbone.stack(), max_prompt, g.state_.max_keys(), max_threads));
@@ -53,7 +51,7 @@ Status Lfm3Generator::Run(size_t n, ThreadTeam& team) {
   return Status::Ok();
 }
 
-Status Lfm3Generator::EnterMixed() {
+Status Lfm3Turn::EnterMixed() {
   if (n_text_ == 0 || n_audio_ == 0) {
     return NotFound(
         "the interleaved turn needs the schedule config.json's \"interleaved_n_text\" and "
@@ -66,6 +64,41 @@ Status Lfm3Generator::EnterMixed() {
   return Status::Ok();
 }
 
+Status Lfm3Turn::Start(int32_t last) {
+  if (last >= 0 && last == tokens_.mixed_start) return EnterMixed();
+  mode_ = last >= 0 && last == tokens_.audio_start ? Lfm3Mode::kAudio : Lfm3Mode::kText;
+  return Status::Ok();
+}
+
+void Lfm3Turn::Tick(bool interleaving) {
+  if (interleaving && !text_done_ && --slots_left_ == 0) {
+    speaking_ = !speaking_;
+    slots_left_ = speaking_ ? n_audio_ : n_text_;
+  }
+}
+
+Result<bool> Lfm3Turn::OnToken(int32_t t) {
+  const bool interleaving = mode_ == Lfm3Mode::kMixed;
+  if (t == tokens_.text_end && interleaving) {
+    text_done_ = true;  // the interleaved turn's text is over; its speech runs on
+    speaking_ = true;
+  } else if (t == tokens_.text_end || t == tokens_.im_end || t == tokens_.eos) {
+    return true;
+  } else if (!interleaving && t == tokens_.audio_start) {
+    mode_ = Lfm3Mode::kAudio;
+  } else if (!interleaving && t == tokens_.mixed_start) {
+    LFM_RETURN_IF_ERROR(EnterMixed());
+  }
+  Tick(interleaving);
+  return false;
+}
+
+void Lfm3Turn::OnFrame(bool end_of_audio) {
+  const bool interleaving = mode_ == Lfm3Mode::kMixed;
+  if (end_of_audio) mode_ = Lfm3Mode::kText;
+  Tick(interleaving);
+}
+
 Status Lfm3Generator::Begin(std::span<const int32_t> prompt, uint64_t seed, ThreadTeam& team) {
   if (prompt.empty()) return InvalidArgument("the prompt is empty");
   if (prompt.size() > state_.max_rows()) {
@@ -76,17 +109,11 @@ Status Lfm3Generator::Begin(std::span<const int32_t> prompt, uint64_t seed, Thre
   for (size_t i = 0; i < prompt.size(); ++i) {
     LFM_RETURN_IF_ERROR(backbone_->EmbedToken(prompt[i], x_.data() + i * H));
   }
-  const int32_t last = prompt.back();
-  if (last == tokens_.mixed_start) LFM_RETURN_IF_ERROR(EnterMixed());  // before any work: fails cleanly
+  LFM_RETURN_IF_ERROR(turn_.Start(prompt.back()));  // before any work: fails cleanly
   state_.Reset();
   depth_state_.Reset(seed);
   ended_ = true;
   LFM_RETURN_IF_ERROR(Run(prompt.size(), team));
-  if (last == tokens_.audio_start) {
-    mode_ = Lfm3Mode::kAudio;
-  } else if (last != tokens_.mixed_start) {
-    mode_ = Lfm3Mode::kText;
-  }
   ended_ = false;
   std::memcpy(row_.data(), x_.data() + (prompt.size() - 1) * H, H * sizeof(float));
   return Status::Ok();
@@ -96,34 +123,23 @@ Status Lfm3Generator::Step(ThreadTeam& team, Lfm3StepOut* out) {
   if (ended_) return InvalidArgument("the turn has ended (or not begun): call Begin first");
   *out = Lfm3StepOut{};
   const size_t H = static_cast<size_t>(backbone_->hidden());
-  const bool interleaving = mode_ == Lfm3Mode::kMixed;
-  if (mode_ == Lfm3Mode::kAudio || (interleaving && speaking_)) {
+  if (turn_.audio_slot()) {
     out->audio = true;
     LFM_RETURN_IF_ERROR(DecodeFrame(*depth_, h_.data(), depth_state_, depth_scratch_, team, nullptr));
     out->end_of_audio = depth_state_.end_of_audio();
-    if (out->end_of_audio) mode_ = Lfm3Mode::kText;
+    turn_.OnFrame(out->end_of_audio);
     LFM_RETURN_IF_ERROR(FeedbackRow(*depth_, depth_state_, row_.data()));
   } else {
     backbone_->TextLogits(h_.data(), 1, logits_.data(), team);
     const int32_t t = static_cast<int32_t>(ops::ArgMax(logits_.data(), logits_.size()));
     out->token = t;
-    if (t == tokens_.text_end && interleaving) {
-      text_done_ = true;  // the interleaved turn's text is over; its speech runs on
-      speaking_ = true;
-    } else if (t == tokens_.text_end || t == tokens_.im_end || t == tokens_.eos) {
+    LFM_ASSIGN_OR_RETURN(const bool end, turn_.OnToken(t));
+    if (end) {
       out->turn_ended = true;
       ended_ = true;
       return Status::Ok();
-    } else if (!interleaving && t == tokens_.audio_start) {
-      mode_ = Lfm3Mode::kAudio;
-    } else if (!interleaving && t == tokens_.mixed_start) {
-      LFM_RETURN_IF_ERROR(EnterMixed());
     }
     LFM_RETURN_IF_ERROR(backbone_->EmbedToken(t, row_.data()));
-  }
-  if (interleaving && !text_done_ && --slots_left_ == 0) {
-    speaking_ = !speaking_;
-    slots_left_ = speaking_ ? n_audio_ : n_text_;
   }
   std::memcpy(x_.data(), row_.data(), H * sizeof(float));
   const Status st = Run(1, team);

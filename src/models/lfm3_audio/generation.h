@@ -10,8 +10,9 @@
 //
 // Token ids come from the tokenizer (the caller resolves the names: Lfm3TurnTokens), the EOS id and the
 // interleave schedule from config.json (eos_token_id, interleaved_n_text / interleaved_n_audio).
-// One sequence; its state and its scratch are held together (a model-level loop, not a batched
-// server). Begin and Step allocate nothing.
+// Lfm3Generator: one sequence, its state and its scratch held together (a model-level loop; the batched,
+// multi-turn form behind the public API is Lfm3Session, session.h, on the same Lfm3Turn rules). Begin and
+// Step allocate nothing.
 #pragma once
 
 #include <cstdint>
@@ -47,6 +48,39 @@ struct Lfm3StepOut {
   bool turn_ended = false;    // the token ended the turn; nothing was fed, Step refuses until Begin
 };
 
+// The loop's slot rules (spec §7.3, above), shared by Lfm3Generator and Lfm3Session: which kind of slot
+// comes next and how each slot's item moves the mode and the interleave counter. No model, no buffers.
+class Lfm3Turn {
+ public:
+  Lfm3Turn() = default;
+  // n_text, n_audio: the interleave schedule (0 = not in the files).
+  Lfm3Turn(const Lfm3TurnTokens& tokens, int n_text, int n_audio)
+      : tokens_(tokens), n_text_(n_text), n_audio_(n_audio) {}
+
+  // Starts a turn whose input ends with token `last` (−1: no token): `<|audio_start|>` → audio,
+  // `<|mixed_start|>` → the interleaved turn, anything else → text. Fails, changing nothing, when the
+  // interleaved turn needs a schedule the files do not carry.
+  Status Start(int32_t last);
+  // The next slot is an audio slot (a frame from the depth decoder), else a text slot.
+  bool audio_slot() const { return mode_ == Lfm3Mode::kAudio || (mode_ == Lfm3Mode::kMixed && speaking_); }
+  // A text slot produced `t`. Returns true when `t` ends the turn (it is not fed); fails (changing nothing)
+  // when `t` enters the interleaved turn without a schedule.
+  Result<bool> OnToken(int32_t t);
+  // An audio slot produced a frame (end_of_audio: it holds the EOS code; the mode goes back to text).
+  void OnFrame(bool end_of_audio);
+  Lfm3Mode mode() const { return mode_; }
+
+ private:
+  Status EnterMixed();
+  void Tick(bool interleaving);  // the interleave counter, for a slot that began in the interleaved turn
+
+  Lfm3TurnTokens tokens_;
+  int n_text_ = 0, n_audio_ = 0;
+  Lfm3Mode mode_ = Lfm3Mode::kText;
+  int slots_left_ = 0;
+  bool speaking_ = false, text_done_ = false;
+};
+
 class Lfm3Generator {
  public:
   // n_text, n_audio: the interleave schedule (Lfm3Config::interleaved_n_*; 0 = not in the files,
@@ -65,7 +99,7 @@ class Lfm3Generator {
   // finds the context full fails and ends the turn.
   Status Step(ThreadTeam& team, Lfm3StepOut* out);
 
-  Lfm3Mode mode() const { return mode_; }
+  Lfm3Mode mode() const { return turn_.mode(); }
   bool turn_ended() const { return ended_; }
   int64_t position() const { return state_.position(); }
   // The final-normed backbone state of the last position [H] (what the next slot reads).
@@ -77,12 +111,10 @@ class Lfm3Generator {
 
  private:
   Status Run(size_t n, ThreadTeam& team);  // x_ [n, H] through the backbone; h_ = final norm of the last row
-  Status EnterMixed();
 
   const Lfm3Backbone* backbone_ = nullptr;
   const Lfm3DepthDecoder* depth_ = nullptr;
-  Lfm3TurnTokens tokens_;
-  int n_text_ = 0, n_audio_ = 0;
+  Lfm3Turn turn_;
   Lfm3State state_;
   Lfm3Scratch scratch_;
   Lfm3DepthState depth_state_;
@@ -91,9 +123,7 @@ class Lfm3Generator {
   AlignedBuffer<float> h_;       // [H]
   AlignedBuffer<float> row_;     // [H]
   AlignedBuffer<float> logits_;  // [V]
-  Lfm3Mode mode_ = Lfm3Mode::kText;
-  int slots_left_ = 0;
-  bool speaking_ = false, text_done_ = false, ended_ = true;
+  bool ended_ = true;
 };
 
 }  // namespace lfmvox

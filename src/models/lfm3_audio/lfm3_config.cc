@@ -49,6 +49,27 @@ Status GetBoolList(const json& j, const char* key, const std::string& where, siz
   return Status::Ok();
 }
 
+// The optional per-layer lists of a stack section (post_operator_norm, post_ffn_norm, attn_gate, each
+// num_layers booleans) into c, whose `layers` are read already; a gate on a conv layer is an error, and
+// any gate needs "attn_gate_kind": "per_head".
+Status GetLayerFlags(const json& j, const std::string& where, Lfm3StackConfig* c) {
+  const size_t n = c->layers.size();
+  LFM_RETURN_IF_ERROR(GetBoolList(j, "post_operator_norm", where, n, &c->post_operator_norm));
+  LFM_RETURN_IF_ERROR(GetBoolList(j, "post_ffn_norm", where, n, &c->post_ffn_norm));
+  LFM_RETURN_IF_ERROR(GetBoolList(j, "attn_gate", where, n, &c->attn_gate));
+  bool any_gate = false;
+  for (size_t i = 0; i < c->attn_gate.size(); ++i) {
+    if (c->attn_gate[i] && c->layers[i] != Lfm3LayerKind::kAttention) {
+      return InvalidArgument(
+          StrFormat("%s: \"attn_gate\"[%zu] is true but layer %zu is a conv layer", where.c_str(), i, i));
+    }
+    any_gate = any_gate || c->attn_gate[i];
+  }
+  if (!any_gate) return Status::Ok();
+  return RequireValue(j, "attn_gate_kind", where, "per_head", true,
+                      "one sigmoid per head from gate_proj [heads, hidden], oracle decision 3");
+}
+
 }  // namespace
 
 Result<Lfm3StackConfig> Lfm3StackConfig::FromJson(const json& j, const std::string& where) {
@@ -106,23 +127,7 @@ Result<Lfm3StackConfig> Lfm3StackConfig::FromJson(const json& j, const std::stri
     LFM_RETURN_IF_ERROR(GetInt(j, "conv_L_cache", where, false, 1, 64, &c.conv_kernel));
   }
 
-  const size_t n = c.layers.size();
-  LFM_RETURN_IF_ERROR(GetBoolList(j, "post_operator_norm", where, n, &c.post_operator_norm));
-  LFM_RETURN_IF_ERROR(GetBoolList(j, "post_ffn_norm", where, n, &c.post_ffn_norm));
-  LFM_RETURN_IF_ERROR(GetBoolList(j, "attn_gate", where, n, &c.attn_gate));
-  bool any_gate = false;
-  for (size_t i = 0; i < c.attn_gate.size(); ++i) {
-    if (c.attn_gate[i] && c.layers[i] != Lfm3LayerKind::kAttention) {
-      return InvalidArgument(
-          StrFormat("%s: \"attn_gate\"[%zu] is true but layer %zu is a conv layer", where.c_str(), i, i));
-    }
-    any_gate = any_gate || c.attn_gate[i];
-  }
-  if (any_gate) {
-    LFM_RETURN_IF_ERROR(
-        RequireValue(j, "attn_gate_kind", where, "per_head", true,
-                     "one sigmoid per head from gate_proj [heads, hidden], oracle decision 3"));
-  }
+  LFM_RETURN_IF_ERROR(GetLayerFlags(j, where, &c));
   return c;
 }
 
@@ -233,23 +238,7 @@ Result<Lfm3BackboneConfig> Lfm3BackboneConfig::FromJson(const json& j, const std
   if (c.num_conv_layers() > 0) {
     LFM_RETURN_IF_ERROR(GetInt(j, "conv_L_cache", where, true, 1, 64, &c.conv_kernel));
   }
-  const size_t n = c.layers.size();
-  LFM_RETURN_IF_ERROR(GetBoolList(j, "post_operator_norm", where, n, &c.post_operator_norm));
-  LFM_RETURN_IF_ERROR(GetBoolList(j, "post_ffn_norm", where, n, &c.post_ffn_norm));
-  LFM_RETURN_IF_ERROR(GetBoolList(j, "attn_gate", where, n, &c.attn_gate));
-  bool any_gate = false;
-  for (size_t i = 0; i < c.attn_gate.size(); ++i) {
-    if (c.attn_gate[i] && c.layers[i] != Lfm3LayerKind::kAttention) {
-      return InvalidArgument(
-          StrFormat("%s: \"attn_gate\"[%zu] is true but layer %zu is a conv layer", where.c_str(), i, i));
-    }
-    any_gate = any_gate || c.attn_gate[i];
-  }
-  if (any_gate) {
-    LFM_RETURN_IF_ERROR(
-        RequireValue(j, "attn_gate_kind", where, "per_head", true,
-                     "one sigmoid per head from gate_proj [heads, hidden], oracle decision 3"));
-  }
+  LFM_RETURN_IF_ERROR(GetLayerFlags(j, where, &c));
   LFM_RETURN_IF_ERROR(c.ValidatePerLayer(where));
   return b;
 }
