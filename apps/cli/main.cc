@@ -14,52 +14,13 @@
 #include <thread>
 #include <vector>
 
+#include "help.h"
 #include "lfmvox/audio_io.h"
 #include "lfmvox/lfmvox.h"
 
 namespace {
 
-constexpr char kUsage[] =
-    "usage: lfmvox <command> [options]\n"
-    "\n"
-    "commands:\n"
-    "  detokenize  audio codes -> 24 kHz speech (LFM2.5-Audio detokenizer)\n"
-    "      --model DIR      model directory (holding audio_detokenizer/) or the detokenizer folder\n"
-    "      --codes FILE     codes: text, one frame of 8 integers per line, or .npy [8, T]\n"
-    "      -o, --output F   WAV file to write, or - for raw little-endian PCM on stdout\n"
-    "      --pcm s16|f32    sample format (default s16)\n"
-    "      --threads N      threads (default: all cores)\n"
-    "      --quiet          no progress line on stderr\n"
-    "  tts         text -> speech (LFM2.5-Audio, sequential generation)\n"
-    "      --model DIR      the LFM2.5-Audio model directory\n"
-    "      --voice V        \"US male\", \"US female\" (default), \"UK male\" or \"UK female\"\n"
-    "      TEXT             what to say (one argument)\n"
-    "      -o, --output F   WAV file, or - for raw PCM on stdout as it is produced\n"
-    "      --seed S --temperature T --top-k K   audio sampling (default 0.8, 64; T 0 = greedy)\n"
-    "      --max-new N      generation budget in tokens + frames (default 1024)\n"
-    "      --context N      positions the conversation may hold (default 4096)\n"
-    "      --pcm s16|f32 --threads N --quiet\n"
-    "  generate    raw prompt -> one JSON line per generated item\n"
-    "      --model DIR --prompt FILE.json   [{\"text\": \"...\"}, {\"ids\": [1, 6]}, {\"audio_out\": [[8 "
-    "codes], ...]}]\n"
-    "      --mode sequential|interleaved (default sequential) --max-new N (default 512) --seed S\n"
-    "      --temperature T --top-k K (audio), --text-temperature T --text-top-k K (greedy when not given)\n"
-    "      -o, --output F   also decode the speech into a WAV file (or - for raw PCM on stdout)\n"
-    "  asr         speech -> text (prints the transcript)\n"
-    "      --model DIR FILE  (WAV, FLAC, Ogg/Vorbis or MP3; any rate, mixed to mono)\n"
-    "      --max-new N --threads N\n"
-    "  chat        speech-to-speech (interleaved text and speech)\n"
-    "      --model DIR --in QUESTION.wav --out REPLY.wav (or - for raw PCM on stdout)\n"
-    "      --interactive --out-dir DIR  one turn per stdin line: an audio file path or a line of text;\n"
-    "                       the conversation is kept; replies go to DIR/reply_N.wav\n"
-    "      --system TEXT (default \"Respond with interleaved text and audio.\")\n"
-    "      --seed S --temperature T --top-k K (audio; default 1.0, 4) --max-new N --context N --threads N\n"
-    "  quantize    a Hugging Face snapshot -> Liquid's four-file GGUF release\n"
-    "      --model DIR --type f32|f16|bf16|q8_0|q4_0 --out OUTDIR\n"
-    "                       (every --model above also takes such a folder or one of its files)\n"
-    "  tts, generate, asr and chat also take --weights f16|bf16|q8_0|q4_0: quantize a snapshot's\n"
-    "      matrices at load time (a GGUF file of that type loads faster and in less memory)\n"
-    "  help        this text\n";
+// The usage text, each command's --help, --version and the man page come from one table: help.cc.
 
 int Fail(const std::string& msg, int code = 1) {
   std::fprintf(stderr, "lfmvox: error: %s\n", msg.c_str());
@@ -67,7 +28,7 @@ int Fail(const std::string& msg, int code = 1) {
 }
 
 int UsageError(const std::string& msg) {
-  std::fprintf(stderr, "lfmvox: %s\n\n%s", msg.c_str(), kUsage);
+  std::fprintf(stderr, "lfmvox: %s\n\n%s", msg.c_str(), lfmvox_cli::UsageText().c_str());
   return 2;
 }
 
@@ -561,15 +522,38 @@ int main(int argc, char** argv) {
   std::signal(SIGPIPE, SIG_IGN);
   if (argc < 2) return UsageError("no command given");
   const std::string cmd = argv[1];
+  if (cmd == "--version" || cmd == "version") {
+    std::printf("%s\n", lfmvox_cli::VersionText().c_str());
+    return 0;
+  }
+  if (cmd == "--man") {
+    std::fputs(lfmvox_cli::ManPage().c_str(), stdout);
+    return 0;
+  }
+  if (cmd == "help" || cmd == "--help" || cmd == "-h") {
+    if (argc < 3) {
+      std::fputs(lfmvox_cli::UsageText().c_str(), stdout);
+      return 0;
+    }
+    const lfmvox_cli::CommandHelp* c = lfmvox_cli::FindCommand(argv[2]);
+    if (!c) return UsageError(std::string("no command ") + argv[2]);
+    std::fputs(lfmvox_cli::CommandHelpText(*c).c_str(), stdout);
+    return 0;
+  }
+  // `lfmvox CMD --help` (or -h anywhere after the command): that command's help, nothing run.
+  if (const lfmvox_cli::CommandHelp* c = lfmvox_cli::FindCommand(cmd)) {
+    for (int i = 2; i < argc; ++i) {
+      if (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0) {
+        std::fputs(lfmvox_cli::CommandHelpText(*c).c_str(), stdout);
+        return 0;
+      }
+    }
+  }
   if (cmd == "detokenize") return Detokenize(argc, argv);
   if (cmd == "tts") return Tts(argc, argv);
   if (cmd == "generate") return Generate(argc, argv);
   if (cmd == "asr") return Asr(argc, argv);
   if (cmd == "chat") return Chat(argc, argv);
   if (cmd == "quantize") return Quantize(argc, argv);
-  if (cmd == "help" || cmd == "--help" || cmd == "-h") {
-    std::fputs(kUsage, stdout);
-    return 0;
-  }
   return UsageError("unknown command " + cmd);
 }

@@ -8,7 +8,9 @@
 #include <vector>
 
 #include "lfmvox/status.h"
+#include "lfmvox/visibility.h"
 
+LFMVOX_API_BEGIN
 namespace lfmvox {
 
 // Sample encoding for written PCM: 16-bit integer or 32-bit float.
@@ -34,3 +36,4 @@ class PcmOutput {
 };
 
 }  // namespace lfmvox
+LFMVOX_API_END

@@ -28,8 +28,15 @@
 
 #include "lfmvox/status.h"
 #include "lfmvox/types.h"
+#include "lfmvox/version.h"
+#include "lfmvox/visibility.h"
 
+LFMVOX_API_BEGIN
 namespace lfmvox {
+
+// The version of the library linked ("MAJOR.MINOR.PATCH"; static storage). LFMVOX_VERSION_STRING
+// (lfmvox/version.h) is that of the headers compiled against.
+const char* Version();
 
 // The LFM2.5-Audio detokenizer: audio codes (8 per 80 ms frame) → 24 kHz PCM.
 // Immutable once loaded; shared by any number of threads and streams.
@@ -345,3 +352,4 @@ Result<QuantizeResult> QuantizeModel(const std::string& model_dir, const std::st
                                      const std::string& type);
 
 }  // namespace lfmvox
+LFMVOX_API_END

@@ -24,6 +24,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "lfmvox/version.h"
+#include "lfmvox/visibility.h"
+
+LFMVOX_API_BEGIN
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -47,6 +51,9 @@ typedef enum lfmvox_status {
 const char* lfmvox_last_error(void);
 /* A short name of a status code ("ok", "not found", ...); static storage. */
 const char* lfmvox_status_name(int status);
+/* The version of the library linked ("MAJOR.MINOR.PATCH"; static storage). LFMVOX_VERSION_STRING
+ * (lfmvox/version.h) is that of the headers compiled against. */
+const char* lfmvox_version(void);
 
 /* ------------------------------------------------------------------------
  * Speech and text models (LFM2.5-Audio or LFM3-Audio; the family is chosen from the
@@ -229,5 +236,6 @@ int lfmvox_detok_stream_reset(lfmvox_detok_stream* stream);
 #ifdef __cplusplus
 } /* extern "C" */
 #endif
+LFMVOX_API_END
 
 #endif /* LFMVOX_LFMVOX_C_H_ */

@@ -9,6 +9,9 @@
 #include <utility>
 #include <variant>
 
+#include "lfmvox/visibility.h"
+
+LFMVOX_API_BEGIN
 namespace lfmvox {
 
 enum class StatusCode {
@@ -82,3 +85,4 @@ class [[nodiscard]] Result {
 };
 
 }  // namespace lfmvox
+LFMVOX_API_END
