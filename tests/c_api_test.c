@@ -512,6 +512,8 @@ static void ErrorPaths(const lfmvox_model* m) {
 }
 
 int main(void) {
+  /* The library's version is the one include/lfmvox/version.h states. */
+  CHECK(strcmp(lfmvox_version(), LFMVOX_VERSION_STRING) == 0, "lfmvox_version() %s", lfmvox_version());
   char dir[1024];
   Path(dir, sizeof dir, "lfm25_tiny");
   lfmvox_model* m = NULL;

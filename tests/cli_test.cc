@@ -12,11 +12,13 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <regex>
 #include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "lfmvox/version.h"
 #include "trace_util.h"
 
 namespace lfmvox {
@@ -493,6 +495,72 @@ TEST(Cli, TtsRejectsUnknownVoiceAndBadPrompt) {
       Cli("generate --model " + testing::DataPath("lfm25_tiny") + " --prompt " + bad + " --context 4");
   EXPECT_EQ(ctx.exit_code, 1);
   EXPECT_NE(ctx.err.find("context"), std::string::npos) << ctx.err;
+}
+
+// Issue 12, item 5: `lfmvox --version` prints the version written in include/lfmvox/version.h.
+TEST(Cli, VersionIsVersionH) {
+  const std::string expected = std::to_string(LFMVOX_VERSION_MAJOR) + "." +
+                               std::to_string(LFMVOX_VERSION_MINOR) + "." +
+                               std::to_string(LFMVOX_VERSION_PATCH);
+  EXPECT_EQ(expected, LFMVOX_VERSION_STRING);
+  const CliRun r = Cli("--version");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "lfmvox " + expected + "\n");
+}
+
+const std::vector<std::string> kCommands = {"detokenize", "tts", "generate", "asr", "chat", "quantize"};
+
+// The option names (--model, --output, ...) a command's --help lists.
+std::vector<std::string> HelpOptions(const std::string& help) {
+  std::vector<std::string> names;
+  std::istringstream lines(help);
+  const std::regex option("--([a-z][a-z0-9-]*)");
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("      -", 0) != 0) continue;  // option lines: six spaces, then the flags
+    const std::string flags = line.substr(0, line.find("  ", 6));
+    for (std::sregex_iterator it(flags.begin(), flags.end(), option), end; it != end; ++it) {
+      names.push_back((*it)[1]);
+    }
+  }
+  return names;
+}
+
+// Issue 12, item 5: `lfmvox help`, `lfmvox CMD --help` and the man page come from one table
+// (apps/cli/help.cc) and agree with the parser: every option a command's help lists is one the command
+// accepts.
+TEST(Cli, HelpOfEachCommandMatchesItsParser) {
+  const CliRun all = Cli("help");
+  ASSERT_EQ(all.exit_code, 0) << all.err;
+  const CliRun man = Cli("--man");
+  ASSERT_EQ(man.exit_code, 0) << man.err;
+  EXPECT_EQ(man.out.rfind(".TH LFMVOX 1 \"\" \"lfmvox " LFMVOX_VERSION_STRING "\"", 0), 0u)
+      << man.out.substr(0, 80);
+  for (const std::string& cmd : kCommands) {
+    SCOPED_TRACE(cmd);
+    const CliRun help = Cli(cmd + " --help");
+    ASSERT_EQ(help.exit_code, 0) << help.err;
+    EXPECT_EQ(help.out.rfind("usage: lfmvox " + cmd + " ", 0), 0u) << help.out;
+    EXPECT_EQ(Cli("help " + cmd).out, help.out);  // the same text both ways
+    EXPECT_NE(man.out.find("\n.SS " + cmd + "\n"), std::string::npos);
+    const std::vector<std::string> names = HelpOptions(help.out);
+    EXPECT_GE(names.size(), 3u) << help.out;
+    for (const std::string& name : names) {
+      // Listed in `lfmvox help` and in the man page (roff escapes each hyphen) as well.
+      EXPECT_NE(all.out.find("--" + name), std::string::npos) << name;
+      std::string roff = "\\-\\-";
+      for (char c : name) roff += c == '-' ? std::string("\\-") : std::string(1, c);
+      EXPECT_NE(man.out.find(roff), std::string::npos) << roff;
+      // The parser knows it: whatever else is wrong with the command line, not "unknown option".
+      const CliRun r = Cli(cmd + " --" + name + " 1");
+      EXPECT_NE(r.exit_code, 0) << name;
+      EXPECT_EQ(r.err.find("unknown option"), std::string::npos) << name << ": " << r.err;
+    }
+  }
+  // An option no command has is still refused, and help for no command is a usage error.
+  EXPECT_NE(Cli("tts --no-such-option 1").err.find("unknown option --no-such-option"), std::string::npos);
+  const CliRun none = Cli("help no-such-command");
+  EXPECT_EQ(none.exit_code, 2);
+  EXPECT_NE(none.err.find("no command no-such-command"), std::string::npos) << none.err;
 }
 
 }  // namespace

@@ -90,7 +90,7 @@ check_run() {  # name, then the command
 }
 
 # 3a. C++ with CMake.
-cmake -S "$src/tests/install/consumer_cpp" -B "$tmp/cpp" -DCMAKE_PREFIX_PATH="$prefix" \
+cmake -S "$src/tests/install/consumer_cpp" -B "$tmp/cpp" -DCMAKE_PREFIX_PATH="$prefix" -DLFMVOX_EXPECTED_VERSION="$version" \
   -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_BUILD_TYPE=Release >"$tmp/cpp.log" 2>&1 || { cat "$tmp/cpp.log"; fail "configure consumer_cpp"; }
 cmake --build "$tmp/cpp" -j2 >>"$tmp/cpp.log" 2>&1 || { cat "$tmp/cpp.log"; fail "build consumer_cpp"; }
 readelf -d "$tmp/cpp/consumer_shared" | grep -q 'NEEDED.*liblfmvox\.so' || fail "consumer_shared does not use liblfmvox.so"
