@@ -19,9 +19,11 @@ constexpr OptionHelp kContext = {"--context N", "positions the conversation may 
 // Options each command lists; the parser in main.cc accepts exactly these names.
 const std::vector<CommandHelp> kCommands = {
     {"detokenize",
-     "audio codes -> 24 kHz speech with the detokenizer alone (LFM2.5-Audio, or an LFM3-Audio codec)",
+     "audio codes -> 24 kHz speech with the detokenizer alone (LFM2.5-Audio, an LFM3-Audio codec, or Mimi)",
      "--model DIR --codes FILE -o OUT [options]",
-     {{"--model DIR", "model directory (holding audio_detokenizer/) or the detokenizer folder"},
+     {{"--model DIR",
+       "model directory (holding audio_detokenizer/) or the detokenizer folder; Kyutai's Mimi checkpoint or a "
+       "folder with it (LFM2-Audio-1.5B)"},
       {"--codes FILE", "codes: text, one frame of 8 integers per line, or .npy [8, T]"},
       {"-o, --output F", "WAV file to write, or - for raw little-endian PCM on stdout"},
       kPcm,

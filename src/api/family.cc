@@ -57,6 +57,9 @@ Result<std::unique_ptr<FamilyModel>> LoadFamily(const std::string& dir, const Mo
 }
 
 Result<std::unique_ptr<FamilyCodec>> LoadFamilyCodec(const std::string& dir) {
+  for (const CodecEntry* c : Codecs()) {
+    if (c->claims(dir)) return c->load(dir);
+  }
   std::optional<nlohmann::json> config;
   LFM_ASSIGN_OR_RETURN(const FamilyEntry* family, Claimant(dir, &config));
   if (family == nullptr) family = Families().front();

@@ -122,13 +122,24 @@ struct FamilyEntry {
   Result<std::unique_ptr<FamilyCodec>> (*load_codec)(const std::string& dir);
 };
 
+// A speech decoder that belongs to no model family (Kyutai's Mimi: LFM2-Audio-1.5B's codec and the Moshi
+// family's), reachable through DetokenizerModel only; LoadFamilyCodec asks these before the families.
+struct CodecEntry {
+  const char* name;                         // as users read it, e.g. "Mimi"
+  bool (*claims)(const std::string& path);  // a folder or file this codec takes
+  Result<std::unique_ptr<FamilyCodec>> (*load)(const std::string& path);
+};
+// Every such codec compiled in (codec_registry.cc).
+std::span<const CodecEntry* const> Codecs();
+
 // Every family compiled in, in the order of LFMVOX_FAMILIES (family_registry.cc).
 std::span<const FamilyEntry* const> Families();
 
 // Loads the family whose probe claims `dir` (a folder with config.json, or a GGUF release). A config
 // of no known family is an error naming its "architectures" / "model_type".
 Result<std::unique_ptr<FamilyModel>> LoadFamily(const std::string& dir, const ModelOptions& options);
-// The speech decoder of the family that claims `dir`; with no claim, the first family's loader
+// The speech decoder of the codec (Codecs()) or else the family that claims `dir`; with no claim, the first
+// family's loader
 // (LFM2.5-Audio's detokenizer, whose own errors say what it looked for).
 Result<std::unique_ptr<FamilyCodec>> LoadFamilyCodec(const std::string& dir);
 

@@ -166,6 +166,15 @@ void SiluImpl(const float* x, float* y, size_t n) {
   Unary(x, y, n, [](DF df, VF v) HWY_ATTR { return hn::Mul(v, Sigmoid(df, v)); });
 }
 
+// ELU with α = 1 on the negative side: Highway's Expm1 (within 4 ulp), selected only where x < 0 so
+// large positive inputs never overflow into the result.
+void EluImpl(const float* x, float* y, size_t n) {
+  Unary(x, y, n, [](DF df, VF v) HWY_ATTR {
+    const VF neg = hn::Min(v, hn::Zero(df));
+    return hn::IfThenElse(hn::Gt(v, hn::Zero(df)), v, hn::Expm1(df, neg));
+  });
+}
+
 void ReluImpl(const float* x, float* y, size_t n) {
   Unary(x, y, n, [](DF df, VF v) HWY_ATTR { return hn::Max(v, hn::Zero(df)); });
 }
@@ -255,6 +264,7 @@ namespace lfmvox::ops {
 HWY_EXPORT(LayerNormImpl);
 HWY_EXPORT(GeluImpl);
 HWY_EXPORT(SiluImpl);
+HWY_EXPORT(EluImpl);
 HWY_EXPORT(ReluImpl);
 HWY_EXPORT(GluImpl);
 HWY_EXPORT(ScaleShiftImpl);
@@ -266,6 +276,7 @@ void LayerNorm(const float* x, const float* gamma, const float* beta, size_t n, 
 }
 void Gelu(const float* x, float* y, size_t n) { HWY_DYNAMIC_DISPATCH(GeluImpl)(x, y, n); }
 void Silu(const float* x, float* y, size_t n) { HWY_DYNAMIC_DISPATCH(SiluImpl)(x, y, n); }
+void Elu(const float* x, float* y, size_t n) { HWY_DYNAMIC_DISPATCH(EluImpl)(x, y, n); }
 void Relu(const float* x, float* y, size_t n) { HWY_DYNAMIC_DISPATCH(ReluImpl)(x, y, n); }
 void Glu(const float* a, const float* b, float* y, size_t n) { HWY_DYNAMIC_DISPATCH(GluImpl)(a, b, y, n); }
 void ScaleShift(const float* x, const float* scale, const float* shift, float* y, size_t n) {
@@ -311,6 +322,10 @@ void Gelu(const float* x, float* y, size_t n) {
 
 void Silu(const float* x, float* y, size_t n) {
   for (size_t i = 0; i < n; ++i) y[i] = static_cast<float>(x[i] * SigmoidD(x[i]));
+}
+
+void Elu(const float* x, float* y, size_t n) {
+  for (size_t i = 0; i < n; ++i) y[i] = x[i] > 0.0f ? x[i] : static_cast<float>(std::expm1(double{x[i]}));
 }
 
 void Relu(const float* x, float* y, size_t n) {

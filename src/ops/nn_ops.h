@@ -27,6 +27,10 @@ void Gelu(const float* x, float* y, size_t n);
 // y = x·sigmoid(x). y may alias x.
 void Silu(const float* x, float* y, size_t n);
 
+// ELU with α = 1 (torch's nn.ELU()): y = x for x > 0, e^x − 1 otherwise (the SIMD e^x − 1 within
+// 4 ulp of expm1, so small negative x keep their relative accuracy). y may alias x.
+void Elu(const float* x, float* y, size_t n);
+
 // y = max(x, 0). NaN inputs give an unspecified result. y may alias x.
 void Relu(const float* x, float* y, size_t n);
 
@@ -65,6 +69,7 @@ namespace ref {
 void LayerNorm(const float* x, const float* gamma, const float* beta, size_t n, float eps, float* y);
 void Gelu(const float* x, float* y, size_t n);
 void Silu(const float* x, float* y, size_t n);
+void Elu(const float* x, float* y, size_t n);
 void Relu(const float* x, float* y, size_t n);
 void Glu(const float* a, const float* b, float* y, size_t n);
 void ScaleShift(const float* x, const float* scale, const float* shift, float* y, size_t n);

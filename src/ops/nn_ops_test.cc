@@ -160,6 +160,34 @@ TEST(SiluGlu, BoundedEveryTarget) {
   });
 }
 
+// ELU: Highway's Expm1 is within 4 ulp of e^x − 1 and the reference rounds expm1 in double to f32
+// (half an ulp), so |y − want| ≤ 4.5 ulp ≤ 4.5ε·|want| on the negative side; x > 0 passes through exactly.
+TEST(Elu, BoundedEveryTarget) {
+  ForEachTarget([&] {
+    Rng rng(9);
+    const float extremes[] = {0.0f,   -0.0f,  1e-30f,  -1e-30f, -1e-7f, 20.0f,
+                              -20.0f, -88.0f, -104.0f, -1e30f,  1e30f};
+    for (size_t n : Sizes()) {
+      Buf x(n, n % 4), y(n, 3);
+      rng.FillNormal(x.begin(), x.end(), 3.0f);
+      for (size_t i = 0; i < n; i += 5) x[i] = extremes[(i / 5) % std::size(extremes)];
+      std::vector<float> want(n);
+      ref::Elu(x.p, want.data(), n);
+      Elu(x.p, y.p, n);
+      for (size_t i = 0; i < n; ++i) {
+        if (x[i] > 0) {
+          ASSERT_TRUE(SameBits(y[i], x[i])) << "Elu n=" << n << " x=" << x[i];
+        } else {
+          ASSERT_LE(std::abs(double{y[i]} - want[i]), 4.5 * kEps * std::abs(want[i]))
+              << "Elu n=" << n << " x=" << x[i];
+        }
+      }
+      Elu(x.p, x.p, n);  // in place
+      for (size_t i = 0; i < n; ++i) ASSERT_TRUE(SameBits(x[i], y[i])) << "Elu in place n=" << n;
+    }
+  });
+}
+
 TEST(ReluScaleShift, BitExactEveryTarget) {
   ForEachTarget([&] {
     Rng rng(4);
