@@ -1,42 +1,65 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets (incrementally) and runs each for a bounded time.
 #   fuzz/run.sh SECONDS        e.g. fuzz/run.sh 60 (what CI runs)
-# Environment: LFMVOX_FUZZ_BUILD_DIR (default <repo>/build-fuzz), LFMVOX_FUZZ_JOBS (build jobs, default 2).
-# Exits non-zero if any target finds a crash, leak, timeout or out-of-memory; the reproducer is left in
-# <build>/fuzz-artifacts/<target>/ and the log tail is printed. New corpus units go to <build>/fuzz-work/,
-# never into the checked-in seeds in fuzz/corpus/.
+# Environment: LFMVOX_FUZZ_BUILD_DIR (default <repo>/build-fuzz), LFMVOX_FUZZ_JOBS (build jobs, default 2),
+# LFMVOX_FUZZ_TARGETS (space-separated subset, e.g. "prompt config"; default all).
+# Inputs go up to 1 MiB (-max_len), every input has a time limit (-timeout; 25 s: a linear parser takes
+# up to ~7 s CPU on a 1 MiB input under ASan + UBSan + coverage, a quadratic one far more than 25 s), and
+# the process an RSS limit
+# (-rss_limit_mb; a single allocation over it fails too), so a crash, a leak, a hang or a memory blow-up is
+# a failure. Seeds: the checked-in fuzz/corpus/<name>/ (small valid and invalid files) and the deeply nested
+# and oversized ones fuzz/make_seeds.cc writes to <build>/fuzz-seeds/<name>/ at run time.
+# Exits non-zero if any target finds a problem; the reproducer is left in <build>/fuzz-artifacts/<name>/
+# and the log tail is printed. New corpus units go to <build>/fuzz-work/, never into fuzz/corpus/.
+# Ends with a table of each target's executions (libFuzzer's "Done N runs in S second(s)").
 set -euo pipefail
 
 secs=${1:?usage: fuzz/run.sh SECONDS}
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${LFMVOX_FUZZ_BUILD_DIR:-$root/build-fuzz}
 jobs=${LFMVOX_FUZZ_JOBS:-2}
-targets=(fuzz_safetensors fuzz_gguf fuzz_codes fuzz_npy fuzz_tokenizer fuzz_audio fuzz_config)
+names=(${LFMVOX_FUZZ_TARGETS:-safetensors gguf codes npy tokenizer audio config prompt})
+targets=("${names[@]/#/fuzz_}")
 
 if [[ ! -f "$build/CMakeCache.txt" ]]; then
   CC=clang CXX=clang++ cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DLFMVOX_BUILD_FUZZ=ON -DLFMVOX_BUILD_TESTS=OFF -DLFMVOX_BUILD_BENCH=OFF
 fi
-cmake --build "$build" -j"$jobs" --target "${targets[@]}"
+cmake --build "$build" -j"$jobs" --target "${targets[@]}" make_seeds
+
+seeds="$build/fuzz-seeds"
+rm -rf "$seeds"
+"$build/fuzz/make_seeds" "$seeds"
 
 status=0
-for target in "${targets[@]}"; do
-  name=${target#fuzz_}
+summary=()
+for name in "${names[@]}"; do
+  target=fuzz_$name
   work="$build/fuzz-work/$name"
   artifacts="$build/fuzz-artifacts/$name"
   log="$build/fuzz-artifacts/$name.log"
-  mkdir -p "$work" "$artifacts"
-  args=(-max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -max_len=4096 -print_final_stats=1
+  mkdir -p "$work" "$artifacts" "$seeds/$name"
+  args=(-max_total_time="$secs" -timeout=25 -rss_limit_mb=2048 -max_len=1048576 -print_final_stats=1
         -artifact_prefix="$artifacts/")
   if [[ -f "$root/fuzz/$name.dict" ]]; then args+=(-dict="$root/fuzz/$name.dict"); fi
-  echo "== $target: ${secs}s"
-  if "$build/fuzz/$target" "${args[@]}" "$work" "$root/fuzz/corpus/$name" >"$log" 2>&1; then
-    grep -E "stat::number_of_executed_units|stat::peak_rss_mb" "$log" | sed 's/^/   /' || true
-    echo "   corpus: $(ls "$work" | wc -l) units in $work"
+  corpora=("$work" "$seeds/$name")
+  if [[ -d "$root/fuzz/corpus/$name" ]]; then corpora+=("$root/fuzz/corpus/$name"); fi
+  echo "== $target: ${secs}s, $(ls "$seeds/$name" | wc -l) generated seeds"
+  rc=0
+  "$build/fuzz/$target" "${args[@]}" "${corpora[@]}" >"$log" 2>&1 || rc=$?
+  runs=$(sed -n 's/^Done \([0-9]*\) runs in \([0-9]*\) second.*/\1 runs in \2 s/p' "$log" | tail -n 1)
+  peak=$(sed -n 's/^stat::peak_rss_mb: *\([0-9]*\).*/\1/p' "$log" | tail -n 1)
+  if [[ "$rc" -eq 0 ]]; then
+    echo "   ${runs:-? runs}, peak RSS ${peak:-?} MB; corpus: $(ls "$work" | wc -l) units in $work"
+    summary+=("$(printf '%-18s %-26s %s' "$target" "${runs:-?}" "${peak:-?} MB")")
   else
-    echo "!! $target FAILED (exit $?); reproducer in $artifacts/, log $log"
+    echo "!! $target FAILED (exit $rc); reproducer in $artifacts/, log $log"
     tail -n 60 "$log"
+    summary+=("$(printf '%-18s %-26s %s' "$target" "FAILED (exit $rc)" "${peak:-?} MB")")
     status=1
   fi
 done
+echo "== fuzz executions (${secs}s each, inputs up to 1 MiB, -rss_limit_mb=2048)"
+printf '   %-18s %-26s %s\n' target executions "peak RSS"
+for line in "${summary[@]}"; do echo "   $line"; done
 exit $status
