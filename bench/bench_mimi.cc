@@ -13,6 +13,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "bench_util.h"
@@ -38,6 +40,29 @@ double MatMulPeak(ThreadTeam& team) {
   }
   return best / 1e9;
 }
+
+// Time between successive trace boundaries, summed per boundary name: where a frame's time goes.
+class StageTimer : public TraceSink {
+ public:
+  void Start() { last_ = bench::Now(); }
+  void Record(std::string_view name, const float*, size_t, size_t, size_t) override {
+    const double t = bench::Now();
+    for (auto& [n, s] : acc_) {
+      if (n == name) {
+        s += t - last_;
+        last_ = t;
+        return;
+      }
+    }
+    acc_.emplace_back(std::string(name), t - last_);
+    last_ = t;
+  }
+  void Stop() { Record("rest (last conv)", nullptr, 0, 0, 0); }
+  std::vector<std::pair<std::string, double>> acc_;
+
+ private:
+  double last_ = 0;
+};
 
 }  // namespace
 
@@ -130,6 +155,18 @@ int main(int argc, char** argv) {
           frame_ms / mean, flops / 1e9, flops / (mean * 1e-3) / 1e9, peak, flops / (peak * 1e9) * 1e3,
           wbytes / 1e6, bw / 1e9, wbytes / bw * 1e3 / static_cast<double>(fpc), bench::LoadAverage());
       std::fflush(stdout);
+      if (fpc == 1) {  // where the time goes, one frame per call (the boundaries cost one call each)
+        StageTimer timer;
+        (*s)->Reset();
+        for (size_t i = 0; i < calls; ++i) {
+          timer.Start();
+          (void)(*s)->Step(std::span(codes).subspan(i * C, C), pcm, team, &timer);
+          timer.Stop();
+        }
+        std::printf("{\"bench\":\"mimi_stages\",\"threads\":%d,\"frames_per_call\":1", threads);
+        for (const auto& [n, t] : timer.acc_) std::printf(",\"%s_ms\":%.3f", n.c_str(), t * 1e3 / calls);
+        std::printf("}\n");
+      }
     }
   }
   return 0;

@@ -256,8 +256,9 @@ void ForEachConv(const MimiDecoder& m, const std::vector<MimiDecoder::Stage>& st
 }  // namespace
 
 Result<MimiState> MimiState::Create(const MimiDecoder& model, size_t max_frames_per_call, MimiWindow window) {
-  if (max_frames_per_call == 0 || max_frames_per_call > 4096)
-    return InvalidArgument("MimiState: max_frames_per_call must be in [1, 4096]");
+  if (max_frames_per_call == 0 || max_frames_per_call > kMaxFramesPerCall)
+    return InvalidArgument(
+        "MimiState: max_frames_per_call must be in [1, 256] (20 s; longer input is decoded in pieces)");
   MimiState s;
   s.model_ = &model;
   s.window_ = window;
@@ -304,8 +305,9 @@ size_t MimiState::bytes() const {
 
 Result<MimiScratch> MimiScratch::Create(const MimiDecoder& model, size_t max_frames_per_call,
                                         int max_threads) {
-  if (max_frames_per_call == 0 || max_frames_per_call > 4096)
-    return InvalidArgument("MimiScratch: max_frames_per_call must be in [1, 4096]");
+  if (max_frames_per_call == 0 || max_frames_per_call > kMaxFramesPerCall)
+    return InvalidArgument(
+        "MimiScratch: max_frames_per_call must be in [1, 256] (20 s; longer input is decoded in pieces)");
   if (max_threads < 1 || max_threads > 1024)
     return InvalidArgument("MimiScratch: max_threads must be in [1, 1024]");
   const MimiConfig& c = model.config_;

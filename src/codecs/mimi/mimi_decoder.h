@@ -44,6 +44,10 @@ class MimiScratch;
 // Kyutai's released file name (LFM2-Audio-1.5B's snapshot carries it at its root).
 inline constexpr const char* kMimiCheckpointName = "tokenizer-e351c8d8-checkpoint125.safetensors";
 
+// The most frames one call decodes in a pass (a state's and a scratch's max_frames_per_call): 20 s, whose
+// activations at the real size are about 0.5 GB (1.9 MB per frame); a call with more frames runs in pieces.
+inline constexpr size_t kMaxFramesPerCall = 256;
+
 // Which official decode the attention reproduces.
 enum class MimiWindow {
   // `with mimi.streaming(1): mimi.decode(frame)` one frame at a time (LFM2-Audio's demo): query p of frame f
