@@ -3,10 +3,10 @@
 #   fuzz/run.sh SECONDS        e.g. fuzz/run.sh 60 (what CI runs)
 # Environment: LFMVOX_FUZZ_BUILD_DIR (default <repo>/build-fuzz), LFMVOX_FUZZ_JOBS (build jobs, default 2),
 # LFMVOX_FUZZ_TARGETS (space-separated subset, e.g. "prompt config"; default all).
-# Inputs go up to 1 MiB (-max_len), every input has a time limit (-timeout; 25 s: a linear parser takes
-# up to ~7 s CPU on a 1 MiB input under ASan + UBSan + coverage, a quadratic one far more than 25 s), and
-# the process an RSS limit
-# (-rss_limit_mb; a single allocation over it fails too), so a crash, a leak, a hang or a memory blow-up is
+# Inputs go up to 1 MiB (-max_len), each has a time limit (-timeout, LFMVOX_FUZZ_TIMEOUT seconds of wall
+# time, default 25: a linear parser takes up to ~4 s CPU on a 1 MiB input under ASan + UBSan + coverage, a
+# quadratic one far more; raise it on a loaded machine) and the process an RSS limit (-rss_limit_mb; a
+# single allocation over it fails too), so a crash, a leak, a hang or a memory blow-up is
 # a failure. Seeds: the checked-in fuzz/corpus/<name>/ (small valid and invalid files) and the deeply nested
 # and oversized ones fuzz/make_seeds.cc writes to <build>/fuzz-seeds/<name>/ at run time.
 # Exits non-zero if any target finds a problem; the reproducer is left in <build>/fuzz-artifacts/<name>/
@@ -39,7 +39,7 @@ for name in "${names[@]}"; do
   artifacts="$build/fuzz-artifacts/$name"
   log="$build/fuzz-artifacts/$name.log"
   mkdir -p "$work" "$artifacts" "$seeds/$name"
-  args=(-max_total_time="$secs" -timeout=25 -rss_limit_mb=2048 -max_len=1048576 -print_final_stats=1
+  args=(-max_total_time="$secs" -timeout="${LFMVOX_FUZZ_TIMEOUT:-25}" -rss_limit_mb=2048 -max_len=1048576 -print_final_stats=1
         -artifact_prefix="$artifacts/")
   if [[ -f "$root/fuzz/$name.dict" ]]; then args+=(-dict="$root/fuzz/$name.dict"); fi
   corpora=("$work" "$seeds/$name")
