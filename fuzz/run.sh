@@ -39,14 +39,20 @@ for name in "${names[@]}"; do
   artifacts="$build/fuzz-artifacts/$name"
   log="$build/fuzz-artifacts/$name.log"
   mkdir -p "$work" "$artifacts" "$seeds/$name"
-  args=(-max_total_time="$secs" -timeout="${LFMVOX_FUZZ_TIMEOUT:-25}" -rss_limit_mb=2048 -max_len=1048576 -print_final_stats=1
-        -artifact_prefix="$artifacts/")
-  if [[ -f "$root/fuzz/$name.dict" ]]; then args+=(-dict="$root/fuzz/$name.dict"); fi
-  corpora=("$work" "$seeds/$name")
-  if [[ -d "$root/fuzz/corpus/$name" ]]; then corpora+=("$root/fuzz/corpus/$name"); fi
-  echo "== $target: ${secs}s, $(ls "$seeds/$name" | wc -l) generated seeds"
+  common=(-timeout="${LFMVOX_FUZZ_TIMEOUT:-25}" -rss_limit_mb=2048 -max_len=1048576 -artifact_prefix="$artifacts/")
   rc=0
-  "$build/fuzz/$target" "${args[@]}" "${corpora[@]}" >"$log" 2>&1 || rc=$?
+  # 1. Every generated (nested, oversized) seed once: each costs up to seconds, so they are not mutated,
+  #    which would leave a 60 s run a few hundred executions.
+  echo "== $target: $(ls "$seeds/$name" | wc -l) generated seeds once, then ${secs}s of fuzzing"
+  "$build/fuzz/$target" "${common[@]}" "$seeds/$name"/* >"$log" 2>&1 || rc=$?
+  # 2. Fuzzing from the checked-in seeds and earlier finds; inputs grow up to -max_len.
+  if [[ "$rc" -eq 0 ]]; then
+    args=("${common[@]}" -max_total_time="$secs" -print_final_stats=1)
+    if [[ -f "$root/fuzz/$name.dict" ]]; then args+=(-dict="$root/fuzz/$name.dict"); fi
+    corpora=("$work")
+    if [[ -d "$root/fuzz/corpus/$name" ]]; then corpora+=("$root/fuzz/corpus/$name"); fi
+    "$build/fuzz/$target" "${args[@]}" "${corpora[@]}" >>"$log" 2>&1 || rc=$?
+  fi
   runs=$(sed -n 's/^Done \([0-9]*\) runs in \([0-9]*\) second.*/\1 runs in \2 s/p' "$log" | tail -n 1)
   peak=$(sed -n 's/^stat::peak_rss_mb: *\([0-9]*\).*/\1/p' "$log" | tail -n 1)
   if [[ "$rc" -eq 0 ]]; then
