@@ -4,9 +4,9 @@
 # Environment: LFMVOX_FUZZ_BUILD_DIR (default <repo>/build-fuzz), LFMVOX_FUZZ_JOBS (build jobs, default 2),
 # LFMVOX_FUZZ_TARGETS (space-separated subset, e.g. "prompt config"; default all).
 # Inputs go up to 1 MiB (-max_len), each has a time limit (-timeout, LFMVOX_FUZZ_TIMEOUT seconds of wall
-# time, default 25: a linear parser takes up to ~4 s CPU on a 1 MiB input under ASan + UBSan + coverage, a
-# quadratic one far more; raise it on a loaded machine) and the process an RSS limit (-rss_limit_mb; a
-# single allocation over it fails too), so a crash, a leak, a hang or a memory blow-up is
+# time, default 60: 1 MiB of spaces through the tokenizer costs ~30 s CPU under ASan + UBSan + coverage,
+# 64 KiB 1.7 s, a quadratic parser far more; raise it on a loaded machine) and the process an RSS limit
+# (-rss_limit_mb; a single allocation over it fails too), so a crash, a leak, a hang or a memory blow-up is
 # a failure. Seeds: the checked-in fuzz/corpus/<name>/ (small valid and invalid files) and the deeply nested
 # and oversized ones fuzz/make_seeds.cc writes to <build>/fuzz-seeds/<name>/ at run time.
 # Exits non-zero if any target finds a problem; the reproducer is left in <build>/fuzz-artifacts/<name>/
@@ -39,7 +39,7 @@ for name in "${names[@]}"; do
   artifacts="$build/fuzz-artifacts/$name"
   log="$build/fuzz-artifacts/$name.log"
   mkdir -p "$work" "$artifacts" "$seeds/$name"
-  common=(-timeout="${LFMVOX_FUZZ_TIMEOUT:-25}" -rss_limit_mb=2048 -max_len=1048576 -artifact_prefix="$artifacts/")
+  common=(-timeout="${LFMVOX_FUZZ_TIMEOUT:-60}" -rss_limit_mb=2048 -max_len=1048576 -artifact_prefix="$artifacts/")
   rc=0
   # 1. Every generated (nested, oversized) seed once: each costs up to seconds, so they are not mutated,
   #    which would leave a 60 s run a few hundred executions.
