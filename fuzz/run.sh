@@ -3,9 +3,9 @@
 #   fuzz/run.sh SECONDS        e.g. fuzz/run.sh 60 (what CI runs)
 # Environment: LFMVOX_FUZZ_BUILD_DIR (default <repo>/build-fuzz), LFMVOX_FUZZ_JOBS (build jobs, default 2),
 # LFMVOX_FUZZ_TARGETS (space-separated subset, e.g. "prompt config"; default all).
-# Inputs go up to 1 MiB (-max_len), every input has a time limit (-timeout; 25 s: a linear parser takes
-# up to ~7 s CPU on a 1 MiB input under ASan + UBSan + coverage, a quadratic one far more than 25 s), and
-# the process an RSS limit
+# Inputs go up to 1 MiB (-max_len), each has a time limit (-timeout, LFMVOX_FUZZ_TIMEOUT seconds of wall
+# time, default 60: 1 MiB of spaces through the tokenizer costs ~30 s CPU under ASan + UBSan + coverage,
+# 64 KiB 1.7 s, a quadratic parser far more; raise it on a loaded machine) and the process an RSS limit
 # (-rss_limit_mb; a single allocation over it fails too), so a crash, a leak, a hang or a memory blow-up is
 # a failure. Seeds: the checked-in fuzz/corpus/<name>/ (small valid and invalid files) and the deeply nested
 # and oversized ones fuzz/make_seeds.cc writes to <build>/fuzz-seeds/<name>/ at run time.
@@ -39,14 +39,20 @@ for name in "${names[@]}"; do
   artifacts="$build/fuzz-artifacts/$name"
   log="$build/fuzz-artifacts/$name.log"
   mkdir -p "$work" "$artifacts" "$seeds/$name"
-  args=(-max_total_time="$secs" -timeout=25 -rss_limit_mb=2048 -max_len=1048576 -print_final_stats=1
-        -artifact_prefix="$artifacts/")
-  if [[ -f "$root/fuzz/$name.dict" ]]; then args+=(-dict="$root/fuzz/$name.dict"); fi
-  corpora=("$work" "$seeds/$name")
-  if [[ -d "$root/fuzz/corpus/$name" ]]; then corpora+=("$root/fuzz/corpus/$name"); fi
-  echo "== $target: ${secs}s, $(ls "$seeds/$name" | wc -l) generated seeds"
+  common=(-timeout="${LFMVOX_FUZZ_TIMEOUT:-60}" -rss_limit_mb=2048 -max_len=1048576 -artifact_prefix="$artifacts/")
   rc=0
-  "$build/fuzz/$target" "${args[@]}" "${corpora[@]}" >"$log" 2>&1 || rc=$?
+  # 1. Every generated (nested, oversized) seed once: each costs up to seconds, so they are not mutated,
+  #    which would leave a 60 s run a few hundred executions.
+  echo "== $target: $(ls "$seeds/$name" | wc -l) generated seeds once, then ${secs}s of fuzzing"
+  "$build/fuzz/$target" "${common[@]}" "$seeds/$name"/* >"$log" 2>&1 || rc=$?
+  # 2. Fuzzing from the checked-in seeds and earlier finds; inputs grow up to -max_len.
+  if [[ "$rc" -eq 0 ]]; then
+    args=("${common[@]}" -max_total_time="$secs" -print_final_stats=1)
+    if [[ -f "$root/fuzz/$name.dict" ]]; then args+=(-dict="$root/fuzz/$name.dict"); fi
+    corpora=("$work")
+    if [[ -d "$root/fuzz/corpus/$name" ]]; then corpora+=("$root/fuzz/corpus/$name"); fi
+    "$build/fuzz/$target" "${args[@]}" "${corpora[@]}" >>"$log" 2>&1 || rc=$?
+  fi
   runs=$(sed -n 's/^Done \([0-9]*\) runs in \([0-9]*\) second.*/\1 runs in \2 s/p' "$log" | tail -n 1)
   peak=$(sed -n 's/^stat::peak_rss_mb: *\([0-9]*\).*/\1/p' "$log" | tail -n 1)
   if [[ "$rc" -eq 0 ]]; then

@@ -55,8 +55,8 @@ stage_end ctest
 
 # The sanitized suite: -O1 with ASan + UBSan (UB is fatal), library, CLI, tools and tests, no
 # benchmarks. Reports of every process, the CLI that tests run included, go to build-san/sanitizer/
-# as well, so one from a child whose exit status a test does not check still fails the stage. Tests
-# labelled no-asan cannot run under ASan (tests/CMakeLists.txt says why).
+# as well, so one from a child whose exit status a test does not check still fails the stage. A test
+# labelled no-asan cannot run under ASan (tests/CMakeLists.txt would say why; none is so far).
 san_rc=0
 if [ "${LFMVOX_SKIP_SANITIZE:-0}" != 1 ]; then
   stage_start
