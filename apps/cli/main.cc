@@ -59,6 +59,8 @@ constexpr char kUsage[] =
     "                       (every --model above also takes such a folder or one of its files)\n"
     "  tts, generate, asr and chat also take --weights f16|bf16|q8_0|q4_0: quantize a snapshot's\n"
     "      matrices at load time (a GGUF file of that type loads faster and in less memory)\n"
+    "  every model command takes --no-weight-check: skip the NaN/inf scan of the weights at load\n"
+    "      (for files known to be good; it reads the whole model once)\n"
     "  help        this text\n";
 
 int Fail(const std::string& msg, int code = 1) {
@@ -88,10 +90,12 @@ struct Args {
   }
 };
 
-// --weights TYPE: quantize a snapshot's float matrices at load time.
+// --weights TYPE: quantize a snapshot's float matrices at load time; --no-weight-check: skip the NaN/inf
+// scan of the weights.
 lfmvox::ModelOptions ModelOptionsArg(const Args& args) {
   lfmvox::ModelOptions o;
   if (const std::string* w = args.Get("weights")) o.weights = *w;
+  o.check_weights = !args.Has("no-weight-check");
   return o;
 }
 
@@ -167,7 +171,8 @@ int ThreadsArg(const Args& args, int* threads) {
 int Detokenize(int argc, char** argv) {
   Args args;
   std::string err;
-  if (!ParseArgs(argc, argv, 2, {"model", "codes", "output", "pcm", "threads"}, {"quiet"}, &args, &err)) {
+  if (!ParseArgs(argc, argv, 2, {"model", "codes", "output", "pcm", "threads"}, {"quiet", "no-weight-check"},
+                 &args, &err)) {
     return UsageError(err);
   }
   if (!args.positional.empty()) return UsageError("unexpected argument " + args.positional[0]);
@@ -181,7 +186,7 @@ int Detokenize(int argc, char** argv) {
   if (int rc = ThreadsArg(args, &threads)) return rc;
   const bool quiet = args.Has("quiet") || *output == "-";
 
-  auto model = lfmvox::DetokenizerModel::Load(*model_dir);
+  auto model = lfmvox::DetokenizerModel::Load(*model_dir, ModelOptionsArg(args));
   if (!model.ok()) return Fail(model.status().message());
   auto codes = lfmvox::LoadCodes(*codes_path, (*model)->num_codebooks());
   if (!codes.ok()) return Fail(codes.status().message());
@@ -337,7 +342,7 @@ int Tts(int argc, char** argv) {
   if (!ParseArgs(argc, argv, 2,
                  {"model", "voice", "output", "pcm", "threads", "seed", "temperature", "top-k", "max-new",
                   "context", "weights"},
-                 {"quiet"}, &args, &err)) {
+                 {"quiet", "no-weight-check"}, &args, &err)) {
     return UsageError(err);
   }
   const std::string* model_dir = args.Get("model");
@@ -380,7 +385,7 @@ int Generate(int argc, char** argv) {
   if (!ParseArgs(argc, argv, 2,
                  {"model", "prompt", "mode", "max-new", "seed", "temperature", "top-k", "text-temperature",
                   "text-top-k", "output", "pcm", "threads", "context", "weights"},
-                 {"quiet"}, &args, &err)) {
+                 {"quiet", "no-weight-check"}, &args, &err)) {
     return UsageError(err);
   }
   const std::string* model_dir = args.Get("model");
@@ -448,7 +453,7 @@ int Quantize(int argc, char** argv) {
 int Asr(int argc, char** argv) {
   Args args;
   std::string err;
-  if (!ParseArgs(argc, argv, 2, {"model", "max-new", "threads", "weights"}, {}, &args, &err))
+  if (!ParseArgs(argc, argv, 2, {"model", "max-new", "threads", "weights"}, {"no-weight-check"}, &args, &err))
     return UsageError(err);
   const std::string* model_dir = args.Get("model");
   if (!model_dir || args.positional.size() != 1) return UsageError("asr needs --model and one audio file");
@@ -482,7 +487,7 @@ int Chat(int argc, char** argv) {
   if (!ParseArgs(argc, argv, 2,
                  {"model", "in", "out", "out-dir", "system", "seed", "temperature", "top-k", "max-new",
                   "context", "threads", "pcm", "weights"},
-                 {"interactive"}, &args, &err)) {
+                 {"interactive", "no-weight-check"}, &args, &err)) {
     return UsageError(err);
   }
   const std::string* model_dir = args.Get("model");

@@ -119,7 +119,7 @@ struct FamilyEntry {
   const char* signature;  // how its config names it, for the error listing what is supported
   bool (*claims)(const FamilyFiles& files);
   Result<std::unique_ptr<FamilyModel>> (*load_model)(const std::string& dir, const ModelOptions& options);
-  Result<std::unique_ptr<FamilyCodec>> (*load_codec)(const std::string& dir);
+  Result<std::unique_ptr<FamilyCodec>> (*load_codec)(const std::string& dir, const ModelOptions& options);
 };
 
 // Every family compiled in, in the order of LFMVOX_FAMILIES (family_registry.cc).
@@ -130,6 +130,6 @@ std::span<const FamilyEntry* const> Families();
 Result<std::unique_ptr<FamilyModel>> LoadFamily(const std::string& dir, const ModelOptions& options);
 // The speech decoder of the family that claims `dir`; with no claim, the first family's loader
 // (LFM2.5-Audio's detokenizer, whose own errors say what it looked for).
-Result<std::unique_ptr<FamilyCodec>> LoadFamilyCodec(const std::string& dir);
+Result<std::unique_ptr<FamilyCodec>> LoadFamilyCodec(const std::string& dir, const ModelOptions& options);
 
 }  // namespace lfmvox
