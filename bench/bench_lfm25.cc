@@ -1,11 +1,14 @@
 // LFM2.5-Audio backbone and depthformer at the real size (random weights in
 // the real layout): prefill tokens/s, decode ms/step, depthformer ms/frame,
 // at 1 and 2 threads, each against this machine's floors.
-//   bench_lfm25 [--model DIR] [--threads 1,2] [--prompt N] [--steps N] [--frames N] [--json]
+//   bench_lfm25 [--model DIR] [--threads 1,2] [--prompt N] [--steps N] [--frames N] [--json] [--load]
 // DIR: a Hugging Face snapshot or a GGUF release (folder or one of its
 // files). --json: one line per stage and thread count, {"bench":"backbone",
 // "decode_tok_s","prefill_tok_s","floor_fraction"} and {"bench":"depthformer",
 // "ms_per_frame","floor_fraction"}, against the read bandwidth measured here.
+// --load: instead, the load time of the backbone (no detokenizer) without and with the NaN/inf weight scan
+// (ModelOptions::check_weights), the best of 3 warm loads each: {"bench":"load","load_s","load_check_s",
+// "check_s","files_gb","check_gb_s"} (the scan reads every weight byte once).
 // Without --model it writes a real-size checkpoint to a temp folder once
 // (tokenizer: tests/data/tokenizer/tokenizer.json, only for the names of the
 // special tokens).
@@ -29,11 +32,11 @@ using bench::Now;
 int main(int argc, char** argv) {
   std::string dir, threads_arg = "1,2";
   int prompt = 128, steps = 16, frames = 8;
-  bool json = false;
+  bool json = false, load = false;
   for (int i = 1; i < argc; ++i) {
     const std::string k = argv[i];
-    if (k == "--json") {
-      json = true;
+    if (k == "--json" || k == "--load") {
+      (k == "--json" ? json : load) = true;
       continue;
     }
     if (i + 1 >= argc) break;
@@ -59,6 +62,38 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "%s\n", s.ToString().c_str());
       return 1;
     }
+  }
+  if (load) {
+    double best[2] = {1e30, 1e30};
+    // What the scan reads: the model's tensor files (a GGUF folder's detokenizer file is counted too).
+    double file_bytes = 0;
+    std::error_code ec;
+    const std::filesystem::path root = std::filesystem::is_directory(dir, ec)
+                                           ? std::filesystem::path(dir)
+                                           : std::filesystem::path(dir).parent_path();
+    for (const auto& e : std::filesystem::directory_iterator(root, ec)) {
+      const std::string ext = e.path().extension().string();
+      if (e.is_regular_file() && (ext == ".safetensors" || ext == ".gguf")) file_bytes += e.file_size();
+    }
+    for (int rep = 0; rep < 4; ++rep) {  // the first pair warms the page cache
+      for (int check = 0; check < 2; ++check) {
+        const double t0 = Now();
+        auto m = Lfm25AudioModel::Load(dir, {.load_detokenizer = false, .check_weights = check == 1});
+        const double t = Now() - t0;
+        if (!m.ok()) {
+          std::fprintf(stderr, "%s\n", m.status().ToString().c_str());
+          return 1;
+        }
+        if (rep > 0) best[check] = std::min(best[check], t);
+      }
+    }
+    const double check_s = std::max(0.0, best[1] - best[0]);
+    std::printf(
+        "{\"bench\":\"load\",\"format\":\"%s\",\"cpu\":\"%s\",\"simd\":\"%s\",\"load_s\":%.3f,"
+        "\"load_check_s\":%.3f,\"check_s\":%.3f,\"files_gb\":%.3f,\"check_gb_s\":%.2f}\n",
+        bench::ModelFormat(dir).c_str(), bench::CpuModel().c_str(), ops::ChosenTarget(), best[0], best[1],
+        check_s, file_bytes / 1e9, check_s > 0 ? file_bytes / check_s / 1e9 : 0.0);
+    return 0;
   }
   auto model = Lfm25AudioModel::Load(dir, {.load_detokenizer = false});
   if (!model.ok()) {

@@ -66,7 +66,16 @@ TEST(Sampler, GreedyTakesTheFirstMaximumAndDrawsNothing) {
   Sampler greedy = Make(SamplingParams::Greedy());
   EXPECT_EQ(Draw(greedy, {1, 3, 3, 2}, rng), 1);
   EXPECT_EQ(Draw(greedy, {7, 7}, rng), 0);
-  EXPECT_EQ(Draw(greedy, {-2, std::nanf(""), -1}, rng), 2);  // NaN never wins
+  // Issue 10, class 6: a NaN or +inf logit is refused, greedy or not (it comes from broken weights or
+  // input; an argmax that skipped it would emit an arbitrary token); -inf is a legal mask.
+  for (float bad : {std::nanf(""), std::numeric_limits<float>::infinity()}) {
+    Result<int32_t> r = greedy.Sample(std::vector<float>{-2, bad, -1}, rng);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(r.status().message().find("logit 1 is"), std::string::npos) << r.status().message();
+    EXPECT_NE(r.status().message().find("non-finite"), std::string::npos) << r.status().message();
+  }
+  EXPECT_EQ(Draw(greedy, {-2, -std::numeric_limits<float>::infinity(), -1}, rng), 2);
   // liquid-audio: greedy when temperature <= 0 or top_k == 1.
   Sampler topk1 = Make({0.8f, 1, 1.0f, 0});
   EXPECT_EQ(Draw(topk1, {0, 5, 5, 1}, rng), 1);

@@ -14,6 +14,8 @@ constexpr OptionHelp kWeights = {
     "--weights f16|bf16|q8_0|q4_0",
     "quantize a snapshot's matrices at load time (a GGUF file of that type loads "
     "faster and in less memory)"};
+constexpr OptionHelp kNoWeightCheck = {
+    "--no-weight-check", "skip the NaN/inf scan of the weights at load (for files known to be good)"};
 constexpr OptionHelp kContext = {"--context N", "positions the conversation may hold (default 4096)"};
 
 // Options each command lists; the parser in main.cc accepts exactly these names.
@@ -22,12 +24,14 @@ const std::vector<CommandHelp> kCommands = {
      "audio codes -> 24 kHz speech with the detokenizer alone (LFM2.5-Audio, an LFM3-Audio codec, or Mimi)",
      "--model DIR --codes FILE -o OUT [options]",
      {{"--model DIR",
-       "model directory (holding audio_detokenizer/) or the detokenizer folder; Kyutai's Mimi checkpoint or a "
+       "model directory (holding audio_detokenizer/) or the detokenizer folder; Kyutai's Mimi checkpoint or "
+       "a "
        "folder with it (LFM2-Audio-1.5B)"},
       {"--codes FILE", "codes: text, one frame of 8 integers per line, or .npy [8, T]"},
       {"-o, --output F", "WAV file to write, or - for raw little-endian PCM on stdout"},
       kPcm,
       kThreads,
+      kNoWeightCheck,
       {"--quiet", "no progress line on stderr"}},
      ""},
     {"tts",
@@ -45,6 +49,7 @@ const std::vector<CommandHelp> kCommands = {
       kPcm,
       kThreads,
       kWeights,
+      kNoWeightCheck,
       {"--quiet", "no summary line on stderr"}},
      ""},
     {"generate",
@@ -66,6 +71,7 @@ const std::vector<CommandHelp> kCommands = {
       kPcm,
       kThreads,
       kWeights,
+      kNoWeightCheck,
       {"--quiet", "no summary line on stderr"}},
      ""},
     {"asr",
@@ -75,7 +81,8 @@ const std::vector<CommandHelp> kCommands = {
       {"FILE", "the audio: WAV, FLAC, Ogg/Vorbis or MP3; any rate, mixed to mono"},
       {"--max-new N", "generation budget in tokens"},
       kThreads,
-      kWeights},
+      kWeights,
+      kNoWeightCheck},
      ""},
     {"chat",
      "speech-to-speech (interleaved text and speech)",
@@ -94,7 +101,8 @@ const std::vector<CommandHelp> kCommands = {
       kContext,
       kPcm,
       kThreads,
-      kWeights},
+      kWeights,
+      kNoWeightCheck},
      ""},
     {"quantize",
      "a Hugging Face snapshot -> Liquid's four-file GGUF release",

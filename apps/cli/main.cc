@@ -49,10 +49,12 @@ struct Args {
   }
 };
 
-// --weights TYPE: quantize a snapshot's float matrices at load time.
+// --weights TYPE: quantize a snapshot's float matrices at load time; --no-weight-check: skip the NaN/inf
+// scan of the weights.
 lfmvox::ModelOptions ModelOptionsArg(const Args& args) {
   lfmvox::ModelOptions o;
   if (const std::string* w = args.Get("weights")) o.weights = *w;
+  o.check_weights = !args.Has("no-weight-check");
   return o;
 }
 
@@ -128,7 +130,8 @@ int ThreadsArg(const Args& args, int* threads) {
 int Detokenize(int argc, char** argv) {
   Args args;
   std::string err;
-  if (!ParseArgs(argc, argv, 2, {"model", "codes", "output", "pcm", "threads"}, {"quiet"}, &args, &err)) {
+  if (!ParseArgs(argc, argv, 2, {"model", "codes", "output", "pcm", "threads"}, {"quiet", "no-weight-check"},
+                 &args, &err)) {
     return UsageError(err);
   }
   if (!args.positional.empty()) return UsageError("unexpected argument " + args.positional[0]);
@@ -142,7 +145,7 @@ int Detokenize(int argc, char** argv) {
   if (int rc = ThreadsArg(args, &threads)) return rc;
   const bool quiet = args.Has("quiet") || *output == "-";
 
-  auto model = lfmvox::DetokenizerModel::Load(*model_dir);
+  auto model = lfmvox::DetokenizerModel::Load(*model_dir, ModelOptionsArg(args));
   if (!model.ok()) return Fail(model.status().message());
   auto codes = lfmvox::LoadCodes(*codes_path, (*model)->num_codebooks());
   if (!codes.ok()) return Fail(codes.status().message());
@@ -298,7 +301,7 @@ int Tts(int argc, char** argv) {
   if (!ParseArgs(argc, argv, 2,
                  {"model", "voice", "output", "pcm", "threads", "seed", "temperature", "top-k", "max-new",
                   "context", "weights"},
-                 {"quiet"}, &args, &err)) {
+                 {"quiet", "no-weight-check"}, &args, &err)) {
     return UsageError(err);
   }
   const std::string* model_dir = args.Get("model");
@@ -341,7 +344,7 @@ int Generate(int argc, char** argv) {
   if (!ParseArgs(argc, argv, 2,
                  {"model", "prompt", "mode", "max-new", "seed", "temperature", "top-k", "text-temperature",
                   "text-top-k", "output", "pcm", "threads", "context", "weights"},
-                 {"quiet"}, &args, &err)) {
+                 {"quiet", "no-weight-check"}, &args, &err)) {
     return UsageError(err);
   }
   const std::string* model_dir = args.Get("model");
@@ -409,7 +412,7 @@ int Quantize(int argc, char** argv) {
 int Asr(int argc, char** argv) {
   Args args;
   std::string err;
-  if (!ParseArgs(argc, argv, 2, {"model", "max-new", "threads", "weights"}, {}, &args, &err))
+  if (!ParseArgs(argc, argv, 2, {"model", "max-new", "threads", "weights"}, {"no-weight-check"}, &args, &err))
     return UsageError(err);
   const std::string* model_dir = args.Get("model");
   if (!model_dir || args.positional.size() != 1) return UsageError("asr needs --model and one audio file");
@@ -443,7 +446,7 @@ int Chat(int argc, char** argv) {
   if (!ParseArgs(argc, argv, 2,
                  {"model", "in", "out", "out-dir", "system", "seed", "temperature", "top-k", "max-new",
                   "context", "threads", "pcm", "weights"},
-                 {"interactive"}, &args, &err)) {
+                 {"interactive", "no-weight-check"}, &args, &err)) {
     return UsageError(err);
   }
   const std::string* model_dir = args.Get("model");

@@ -58,6 +58,7 @@ struct EngineOptions {
 };
 
 class Conversation;
+struct ModelOptions;
 
 class Engine {
  public:
@@ -86,6 +87,10 @@ class DetokenizerModel {
   // The speech decoder (codes → PCM) of the model in `model_dir`: LFM2.5-Audio's
   // detokenizer (the model directory as downloaded, holding audio_detokenizer/,
   // that folder itself, or Liquid's GGUF release), or an LFM3-Audio codec.
+  // Of `options`, check_weights applies (the decoder alone has no load-time
+  // conversion: `weights` must be empty).
+  static Result<std::shared_ptr<const DetokenizerModel>> Load(const std::string& model_dir,
+                                                              const ModelOptions& options);
   static Result<std::shared_ptr<const DetokenizerModel>> Load(const std::string& model_dir);
   ~DetokenizerModel();
 
@@ -207,6 +212,11 @@ struct ModelOptions {
   // quantized size in memory (on top of the mapped file, whose pages the OS
   // may drop); a GGUF file of that type loads without either.
   std::string weights;
+  // Scan every weight for NaN and ±inf at load (each float, each block
+  // scale) and fail naming the first bad tensor and element. It reads the
+  // whole file once (bench_lfm25 --load measures it); false skips it, for
+  // files known to be good.
+  bool check_weights = true;
 };
 
 class AudioModel {

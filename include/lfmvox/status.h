@@ -24,6 +24,7 @@ enum class StatusCode {
   kInternal,         // a broken invariant inside lfmvox (a bug)
   kIo,               // the operating system refused (open, mmap, write)
   kCancelled,        // stopped on request: Cancel(), or a caller's callback
+  kOutOfMemory,      // an allocation failed: the machine's memory (or the process's limit) ran out
 };
 
 const char* StatusCodeName(StatusCode code);
@@ -59,6 +60,7 @@ inline Status Unimplemented(std::string m) { return Status(StatusCode::kUnimplem
 inline Status Internal(std::string m) { return Status(StatusCode::kInternal, std::move(m)); }
 inline Status IoError(std::string m) { return Status(StatusCode::kIo, std::move(m)); }
 inline Status Cancelled(std::string m) { return Status(StatusCode::kCancelled, std::move(m)); }
+inline Status OutOfMemory(std::string m) { return Status(StatusCode::kOutOfMemory, std::move(m)); }
 
 // Holds either a value or a non-OK Status.
 template <typename T>

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <string>
 
+#include "base/guard.h"
 #include "io/audio_file.h"
 #include "io/codes_file.h"
 #include "lfmvox/audio_io.h"
@@ -14,8 +15,10 @@
 namespace lfmvox {
 
 Result<std::vector<int32_t>> LoadCodes(const std::string& path, int num_codebooks) {
-  LFM_ASSIGN_OR_RETURN(CodeFrames frames, ReadCodesFile(path, num_codebooks));
-  return std::move(frames.codes);
+  return Guard("LoadCodes", [&]() -> Result<std::vector<int32_t>> {
+    LFM_ASSIGN_OR_RETURN(CodeFrames frames, ReadCodesFile(path, num_codebooks));
+    return std::move(frames.codes);
+  });
 }
 
 namespace {
@@ -86,18 +89,20 @@ class StdoutOutput final : public PcmOutput {
 
 Result<std::unique_ptr<PcmOutput>> PcmOutput::Open(const std::string& path, int sample_rate,
                                                    PcmFormat format) {
-  if (path == "-") return std::unique_ptr<PcmOutput>(new StdoutOutput(format));
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) {
-    return InvalidArgument(path + " is a folder; give the WAV file to write (or - for stdout)");
-  }
-  const std::string tmp = TemporaryPathFor(path);
-  Result<WavWriter> w = WavWriter::Create(tmp, sample_rate, 1, format);
-  if (!w.ok()) {
-    std::remove(tmp.c_str());
-    return IoError(w.status().message() + " (the temporary file for " + path + ")");
-  }
-  return std::unique_ptr<PcmOutput>(new WavOutput(std::move(w).value(), tmp, path));
+  return Guard("PcmOutput::Open", [&]() -> Result<std::unique_ptr<PcmOutput>> {
+    if (path == "-") return std::unique_ptr<PcmOutput>(new StdoutOutput(format));
+    std::error_code ec;
+    if (std::filesystem::is_directory(path, ec)) {
+      return InvalidArgument(path + " is a folder; give the WAV file to write (or - for stdout)");
+    }
+    const std::string tmp = TemporaryPathFor(path);
+    Result<WavWriter> w = WavWriter::Create(tmp, sample_rate, 1, format);
+    if (!w.ok()) {
+      std::remove(tmp.c_str());
+      return IoError(w.status().message() + " (the temporary file for " + path + ")");
+    }
+    return std::unique_ptr<PcmOutput>(new WavOutput(std::move(w).value(), tmp, path));
+  });
 }
 
 }  // namespace lfmvox

@@ -58,6 +58,8 @@ int Code(StatusCode c) {
       return LFMVOX_IO;
     case StatusCode::kCancelled:
       return LFMVOX_CANCELLED;
+    case StatusCode::kOutOfMemory:
+      return LFMVOX_NO_MEMORY;
   }
   return LFMVOX_INTERNAL;
 }

@@ -50,8 +50,8 @@ bool ClaimsMimi(const std::string& path) {
   return MimiDecoder::Recognizes(path);
 }
 
-Result<std::unique_ptr<FamilyCodec>> LoadMimi(const std::string& path) {
-  LFM_ASSIGN_OR_RETURN(std::unique_ptr<MimiDecoder> d, MimiDecoder::Load(path));
+Result<std::unique_ptr<FamilyCodec>> LoadMimi(const std::string& path, const ModelOptions& options) {
+  LFM_ASSIGN_OR_RETURN(std::unique_ptr<MimiDecoder> d, MimiDecoder::Load(path, options.check_weights));
   return std::unique_ptr<FamilyCodec>(new MimiCodec(std::move(d)));
 }
 

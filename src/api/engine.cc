@@ -2,6 +2,7 @@
 #include <algorithm>
 
 #include "api/engine_core.h"
+#include "base/guard.h"
 #include "base/status.h"
 #include "lfmvox/lfmvox.h"
 
@@ -23,19 +24,21 @@ Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Engine::~Engine() = default;
 
 Result<std::shared_ptr<Engine>> Engine::Create(const EngineOptions& o) {
-  if (o.threads < 1 || o.threads > kMaxThreads) {
-    return InvalidArgument(StrFormat("threads must be in [1, %d]", kMaxThreads));
-  }
-  if (o.max_batch < 1 || o.max_batch > 1024) return InvalidArgument("max_batch must be in [1, 1024]");
-  if (o.prefill_rows < 1 || o.prefill_rows > 4096)
-    return InvalidArgument("prefill_rows must be in [1, 4096]");
-  if (!(o.max_clip_seconds > 0 && o.max_clip_seconds <= 3600)) {
-    return InvalidArgument("max_clip_seconds must be in (0, 3600]");
-  }
-  auto impl = std::make_unique<Impl>(o);
-  impl->group.reserve(o.max_batch);
-  impl->pending.reserve(o.max_batch);
-  return std::shared_ptr<Engine>(new Engine(std::move(impl)));
+  return Guard("Engine::Create", [&]() -> Result<std::shared_ptr<Engine>> {
+    if (o.threads < 1 || o.threads > kMaxThreads) {
+      return InvalidArgument(StrFormat("threads must be in [1, %d]", kMaxThreads));
+    }
+    if (o.max_batch < 1 || o.max_batch > 1024) return InvalidArgument("max_batch must be in [1, 1024]");
+    if (o.prefill_rows < 1 || o.prefill_rows > 4096)
+      return InvalidArgument("prefill_rows must be in [1, 4096]");
+    if (!(o.max_clip_seconds > 0 && o.max_clip_seconds <= 3600)) {
+      return InvalidArgument("max_clip_seconds must be in (0, 3600]");
+    }
+    auto impl = std::make_unique<Impl>(o);
+    impl->group.reserve(o.max_batch);
+    impl->pending.reserve(o.max_batch);
+    return std::shared_ptr<Engine>(new Engine(std::move(impl)));
+  });
 }
 
 const EngineOptions& Engine::options() const { return impl_->options; }

@@ -56,14 +56,14 @@ Result<std::unique_ptr<FamilyModel>> LoadFamily(const std::string& dir, const Mo
                        "); supported: " + Supported());
 }
 
-Result<std::unique_ptr<FamilyCodec>> LoadFamilyCodec(const std::string& dir) {
+Result<std::unique_ptr<FamilyCodec>> LoadFamilyCodec(const std::string& dir, const ModelOptions& options) {
   for (const CodecEntry* c : Codecs()) {
-    if (c->claims(dir)) return c->load(dir);
+    if (c->claims(dir)) return c->load(dir, options);
   }
   std::optional<nlohmann::json> config;
   LFM_ASSIGN_OR_RETURN(const FamilyEntry* family, Claimant(dir, &config));
   if (family == nullptr) family = Families().front();
-  return family->load_codec(dir);
+  return family->load_codec(dir, options);
 }
 
 }  // namespace lfmvox

@@ -119,7 +119,7 @@ struct FamilyEntry {
   const char* signature;  // how its config names it, for the error listing what is supported
   bool (*claims)(const FamilyFiles& files);
   Result<std::unique_ptr<FamilyModel>> (*load_model)(const std::string& dir, const ModelOptions& options);
-  Result<std::unique_ptr<FamilyCodec>> (*load_codec)(const std::string& dir);
+  Result<std::unique_ptr<FamilyCodec>> (*load_codec)(const std::string& dir, const ModelOptions& options);
 };
 
 // A speech decoder that belongs to no model family (Kyutai's Mimi: LFM2-Audio-1.5B's codec and the Moshi
@@ -127,7 +127,7 @@ struct FamilyEntry {
 struct CodecEntry {
   const char* name;                         // as users read it, e.g. "Mimi"
   bool (*claims)(const std::string& path);  // a folder or file this codec takes
-  Result<std::unique_ptr<FamilyCodec>> (*load)(const std::string& path);
+  Result<std::unique_ptr<FamilyCodec>> (*load)(const std::string& path, const ModelOptions& options);
 };
 // Every such codec compiled in (codec_registry.cc).
 std::span<const CodecEntry* const> Codecs();
@@ -141,6 +141,6 @@ Result<std::unique_ptr<FamilyModel>> LoadFamily(const std::string& dir, const Mo
 // The speech decoder of the codec (Codecs()) or else the family that claims `dir`; with no claim, the first
 // family's loader
 // (LFM2.5-Audio's detokenizer, whose own errors say what it looked for).
-Result<std::unique_ptr<FamilyCodec>> LoadFamilyCodec(const std::string& dir);
+Result<std::unique_ptr<FamilyCodec>> LoadFamilyCodec(const std::string& dir, const ModelOptions& options);
 
 }  // namespace lfmvox

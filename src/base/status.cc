@@ -26,6 +26,8 @@ const char* StatusCodeName(StatusCode code) {
       return "cancelled";
     case StatusCode::kIo:
       return "i/o error";
+    case StatusCode::kOutOfMemory:
+      return "out of memory";
   }
   return "unknown";
 }

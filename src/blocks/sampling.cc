@@ -9,6 +9,18 @@
 
 namespace lfmvox {
 
+namespace {
+
+Status NonFiniteLogit(const float* row, size_t i) {
+  return InvalidArgument(
+      StrFormat("logit %zu is %s: the model's weights or its input produced non-finite values, so no "
+                "token can be chosen; generation stopped (load the model with the weight check on, the "
+                "default, to find a damaged tensor)",
+                i, std::isnan(row[i]) ? "NaN" : "+inf"));
+}
+
+}  // namespace
+
 Result<Sampler> Sampler::Create(const SamplingParams& p, size_t max_vocab) {
   if (!std::isfinite(p.temperature)) return InvalidArgument("sampling temperature must be a finite number");
   if (p.top_k < 0) {
@@ -66,6 +78,9 @@ Result<int32_t> Sampler::Sample(std::span<const float> logits, Rng& rng, std::sp
     return OutOfRange(StrFormat("%zu logits; this sampler takes 1 to %zu", n, work_.size()));
   }
   LFM_ASSIGN_OR_RETURN(const float* row, Penalize(logits, history));
+  // NaN or +inf logits mean broken weights or input: refuse them rather than emit a token (greedy
+  // ArgMax would skip a NaN and pick an arbitrary id, e.g. <|pad|> forever; issue 10, class 6).
+  if (const size_t bad = ops::FindNanOrPosInf(row, n); bad != n) return NonFiniteLogit(row, bad);
   if (params_.greedy()) return static_cast<int32_t>(ops::ArgMax(row, n));
 
   // Temperature, in f32 as torch's `logits /= temperature`; find the max.
@@ -80,11 +95,6 @@ Result<int32_t> Sampler::Sample(std::span<const float> logits, Rng& rng, std::sp
     if (std::isfinite(row[i]) && v == std::numeric_limits<float>::infinity()) {
       overflow = true;
       continue;
-    }
-    if (std::isnan(v) || v == std::numeric_limits<float>::infinity()) {
-      return InvalidArgument(
-          StrFormat("logit %zu is %g (%g after the temperature); cannot sample from NaN or +inf", i,
-                    static_cast<double>(row[i]), static_cast<double>(v)));
     }
     x[i] = v;
     mx = std::max(mx, v);

@@ -1,11 +1,59 @@
 #include "blocks/weights.h"
 
+#include <cmath>
 #include <cstring>
 #include <string>
 
 #include "tensor/quant.h"
 
 namespace lfmvox {
+
+Status CheckWeightsFinite(const Checkpoint& ckpt) {
+  for (const std::string& name : ckpt.Names()) {
+    LFM_ASSIGN_OR_RETURN(TensorView t, ckpt.Get(name));
+    const size_t n = static_cast<size_t>(t.elements());
+    const size_t at = ops::FindNonFinite(t.dtype, t.data, n);
+    if (at == n) continue;
+    // The index in the tensor's own shape, and the value (a block's scale for the block types).
+    std::string index;
+    size_t rest = at;
+    for (int i = t.shape.rank - 1; i >= 0; --i) {
+      const size_t d = static_cast<size_t>(t.shape[i]);
+      index = std::to_string(d ? rest % d : 0) + (index.empty() ? "" : ", ") + index;
+      rest = d ? rest / d : 0;
+    }
+    std::vector<float> one(256);
+    WeightFormat f;
+    const bool block = DTypeSize(t.dtype) == 0;
+    float v = 0;
+    if (WeightFormatForDType(t.dtype, &f)) {
+      const size_t elems = FormatBlockElements(f);
+      const size_t b = at / elems;
+      DequantizeRow(f, static_cast<const uint8_t*>(t.data) + b * FormatRowBytes(f, elems), elems, one.data());
+      v = one[at % elems];
+    } else {
+      double d;
+      std::memcpy(&d, static_cast<const uint8_t*>(t.data) + at * 8, 8);  // F64, the one other float type
+      v = static_cast<float>(d);
+    }
+    return DataLoss(StrFormat(
+        "%s: tensor %s holds %s at element %zu (index [%s])%s; the file is damaged, or was saved from a "
+        "model whose training diverged: download or export it again (ModelOptions::check_weights / "
+        "--no-weight-check skip this scan, for files known to be good)",
+        ckpt.path().c_str(), name.c_str(), std::isnan(v) ? "NaN" : (v > 0 ? "+inf" : "-inf"), at,
+        index.c_str(), block ? StrFormat(" (the scale of its %s block)", DTypeName(t.dtype)).c_str() : ""));
+  }
+  return Status::Ok();
+}
+
+Status CheckFiniteOutput(std::span<const float> x, const char* what) {
+  const size_t at = ops::FindNonFinite(DType::kF32, x.data(), x.size());
+  if (at == x.size()) return Status::Ok();
+  return InvalidArgument(StrFormat(
+      "%s holds %s at value %zu: the model's weights or its input produced non-finite values; load the "
+      "model with the weight check on (the default) to find a damaged tensor",
+      what, std::isnan(x[at]) ? "NaN" : (x[at] > 0 ? "+inf" : "-inf"), at));
+}
 
 Result<ops::Weight> LoadMatrix(const Checkpoint& ckpt, const std::string& name, int64_t rows, int64_t cols) {
   return LoadMatrix(ckpt, name, Shape{rows, cols}, rows, cols);

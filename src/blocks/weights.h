@@ -2,6 +2,7 @@
 // weight views (zero-copy into the mmap) or small owned f32 vectors.
 #pragma once
 
+#include <span>
 #include <string>
 #include <vector>
 
@@ -11,6 +12,18 @@
 #include "ops/ops.h"
 
 namespace lfmvox {
+
+// Every tensor of `ckpt` scanned for NaN and ±inf (ops::FindNonFinite: each
+// float element, each block scale of Q8_0/Q4_0/Q6_K). A bad value is a
+// DataLoss error naming the file, the tensor, the first bad element's index
+// and its value. It reads every byte of the weights once (the cost is in
+// bench_lfm25 --load); ModelOptions::check_weights = false skips it.
+Status CheckWeightsFinite(const Checkpoint& ckpt);
+
+// InvalidArgument when x holds NaN or ±inf ("<what> holds NaN at 12: the
+// weights or the input produced non-finite values ..."): the run-time guard
+// on a model's outputs (PCM), so a damaged file never becomes a silent WAV.
+Status CheckFiniteOutput(std::span<const float> x, const char* what);
 
 // A [rows, cols] matrix used in place, in the format of its dtype. A dtype no
 // matrix kernel of this build takes (see SupportedMatrixFormats) is an

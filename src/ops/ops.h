@@ -108,6 +108,16 @@ void AttendOne(const float* q, const float* keys, size_t ld_k, const float* valu
 // never win; all-NaN input or n == 0 gives 0.
 size_t ArgMax(const float* x, size_t n);
 
+// Finiteness scans (finite.cc). FindNonFinite: the index of the first NaN or
+// ±inf among the n elements of type t at data, or n when there is none. For
+// a block type (Q8_0, Q4_0, Q6_K; n whole blocks of weights) the blocks' f16
+// scales are what can be non-finite: the index is the bad block's first
+// weight. Integer and boolean types are always finite.
+size_t FindNonFinite(DType t, const void* data, size_t n);
+// The index of the first NaN or +inf in x[n], or n; -inf (a masked logit) is
+// allowed.
+size_t FindNanOrPosInf(const float* x, size_t n);
+
 // Names of the SIMD targets compiled into this build and the one chosen for
 // this CPU, for benchmarks and diagnostics ("AVX3", "AVX2", ...).
 const char* ChosenTarget();
@@ -141,6 +151,8 @@ void CausalDepthwiseConv(const float* x, size_t t, size_t ldx, size_t c, const f
 void AttendOne(const float* q, const float* keys, size_t ld_k, const float* values, size_t ld_v, size_t n,
                size_t d, float scale, float* scores, float* out);
 size_t ArgMax(const float* x, size_t n);
+size_t FindNonFinite(DType t, const void* data, size_t n);
+size_t FindNanOrPosInf(const float* x, size_t n);
 }  // namespace ref
 
 }  // namespace lfmvox::ops

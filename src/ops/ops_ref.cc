@@ -240,4 +240,58 @@ size_t ArgMax(const float* x, size_t n) {
   return best;
 }
 
+// Widened to float and tested with std::isfinite, element by element (the
+// SIMD version tests exponent bits instead).
+size_t FindNonFinite(DType t, const void* data, size_t n) {
+  const auto* p = static_cast<const uint8_t*>(data);
+  auto u16 = [&](size_t byte) {
+    uint16_t v;
+    std::memcpy(&v, p + byte, 2);
+    return v;
+  };
+  auto blocks = [&](size_t elems, size_t bytes, size_t d_at) {
+    for (size_t b = 0; b < n / elems; ++b) {
+      if (!std::isfinite(F16ToF32(u16(b * bytes + d_at)))) return b * elems;
+    }
+    return n;
+  };
+  for (size_t i = 0; i < n; ++i) {
+    double v = 0;
+    switch (t) {
+      case DType::kF32: {
+        float f;
+        std::memcpy(&f, p + 4 * i, 4);
+        v = f;
+        break;
+      }
+      case DType::kBF16:
+        v = Bf16ToF32(u16(2 * i));
+        break;
+      case DType::kF16:
+        v = F16ToF32(u16(2 * i));
+        break;
+      case DType::kF64:
+        std::memcpy(&v, p + 8 * i, 8);
+        break;
+      case DType::kQ8_0:
+        return blocks(32, kQ8_0BlockBytes, 0);
+      case DType::kQ4_0:
+        return blocks(32, kQ4_0BlockBytes, 0);
+      case DType::kQ6_K:
+        return blocks(256, kQ6_KBlockBytes, kQ6_KD);
+      default:
+        return n;
+    }
+    if (!std::isfinite(v)) return i;
+  }
+  return n;
+}
+
+size_t FindNanOrPosInf(const float* x, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    if (std::isnan(x[i]) || x[i] == std::numeric_limits<float>::infinity()) return i;
+  }
+  return n;
+}
+
 }  // namespace lfmvox::ops::ref

@@ -841,6 +841,92 @@ TEST(ArgMax, FirstMaximumAndNaNEveryTarget) {
   });
 }
 
+// FindNonFinite on every stored dtype: a NaN, +inf or -inf planted at each
+// position of interest must be found at exactly that index (the first one when
+// two are planted), on every target, and equal the reference's answer; a
+// clean buffer gives n. Exact integer results, no tolerance.
+TEST(FindNonFinite, EveryDTypeEveryTarget) {
+  const uint32_t f32_bad[] = {0x7fc00000u, 0x7f800000u, 0xff800000u, 0x7f800001u};
+  const uint16_t bf16_bad[] = {0x7fc0, 0x7f80, 0xff80, 0xffff};
+  const uint16_t f16_bad[] = {0x7e00, 0x7c00, 0xfc00, 0x7c01};
+  ForEachTarget([&] {
+    Rng rng(5);
+    std::vector<size_t> sizes = Sizes();
+    sizes.push_back(65541);
+    for (size_t n : sizes) {
+      for (DType t : {DType::kF32, DType::kBF16, DType::kF16}) {
+        const size_t es = DTypeSize(t);
+        Buf<uint8_t> x(n * es, (n % 3) * es);
+        for (size_t i = 0; i < n; ++i) {
+          const float v = static_cast<float>(rng.Index(2001)) - 1000.0f;  // finite, any sign
+          if (t == DType::kF32) std::memcpy(x.p + 4 * i, &v, 4);
+          const uint16_t h = t == DType::kBF16 ? F32ToBf16(v) : F32ToF16(v);
+          if (t != DType::kF32) std::memcpy(x.p + 2 * i, &h, 2);
+        }
+        ASSERT_EQ(FindNonFinite(t, x.p, n), n) << DTypeName(t) << " n=" << n;
+        ASSERT_EQ(ref::FindNonFinite(t, x.p, n), n);
+        for (int k = 0; k < 4; ++k) {
+          const size_t a = rng.Index(n), b = rng.Index(n);
+          std::vector<uint8_t> saved(x.p, x.p + n * es);
+          for (size_t at : {a, b}) {
+            if (t == DType::kF32) std::memcpy(x.p + 4 * at, &f32_bad[k], 4);
+            if (t == DType::kBF16) std::memcpy(x.p + 2 * at, &bf16_bad[k], 2);
+            if (t == DType::kF16) std::memcpy(x.p + 2 * at, &f16_bad[k], 2);
+          }
+          ASSERT_EQ(FindNonFinite(t, x.p, n), std::min(a, b)) << DTypeName(t) << " n=" << n << " k=" << k;
+          ASSERT_EQ(ref::FindNonFinite(t, x.p, n), std::min(a, b));
+          std::memcpy(x.p, saved.data(), saved.size());
+        }
+      }
+    }
+    // Block formats: a bad f16 scale in block b is reported at its first weight; the codes never are.
+    for (WeightFormat f : {WeightFormat::kQ8_0, WeightFormat::kQ4_0, WeightFormat::kQ6_K}) {
+      const size_t cols = 1024;
+      std::vector<float> w(cols);
+      for (float& v : w) v = static_cast<float>(rng.Index(200)) - 100.0f;
+      std::vector<uint8_t> q(FormatRowBytes(f, cols));
+      QuantizeRow(f, w.data(), cols, q.data());
+      const DType t = f == WeightFormat::kQ8_0   ? DType::kQ8_0
+                      : f == WeightFormat::kQ4_0 ? DType::kQ4_0
+                                                 : DType::kQ6_K;
+      const size_t elems = f == WeightFormat::kQ6_K ? 256 : 32;
+      const size_t bytes = FormatRowBytes(f, elems);
+      const size_t d_at = f == WeightFormat::kQ6_K ? kQ6_KD : 0;
+      ASSERT_EQ(FindNonFinite(t, q.data(), cols), cols);
+      const size_t b = cols / elems - 1;
+      const uint16_t nan = 0x7e00;
+      std::memcpy(q.data() + b * bytes + d_at, &nan, 2);
+      EXPECT_EQ(FindNonFinite(t, q.data(), cols), b * elems);
+      EXPECT_EQ(ref::FindNonFinite(t, q.data(), cols), b * elems);
+    }
+    // Integer types are finite whatever their bits.
+    std::vector<uint32_t> ints(64, 0xffffffffu);
+    EXPECT_EQ(FindNonFinite(DType::kI32, ints.data(), 64), 64u);
+  });
+}
+
+// FindNanOrPosInf: NaN and +inf are found, -inf (a masked logit) is not.
+TEST(FindNanOrPosInf, NanAndPlusInfButNotMinusInfEveryTarget) {
+  ForEachTarget([&] {
+    Rng rng(6);
+    for (size_t n : Sizes()) {
+      Buf<float> x(n, n % 4);
+      rng.FillNormal(x.begin(), x.end());
+      for (size_t i = 0; i < n; i += 3) x[i] = -kInf;
+      ASSERT_EQ(FindNanOrPosInf(x.p, n), n) << n;
+      ASSERT_EQ(ref::FindNanOrPosInf(x.p, n), n);
+      for (float bad : {kNaN, kInf}) {
+        const size_t a = rng.Index(n);
+        const float keep = x[a];
+        x[a] = bad;
+        ASSERT_EQ(FindNanOrPosInf(x.p, n), a) << n;
+        ASSERT_EQ(ref::FindNanOrPosInf(x.p, n), a);
+        x[a] = keep;
+      }
+    }
+  });
+}
+
 // ---------------------------------------------------------------------------
 // CausalDepthwiseConv
 

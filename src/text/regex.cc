@@ -12,10 +12,17 @@
 namespace lfmvox::text {
 namespace {
 
-// Backtracking budget: PCRE2's default (10M) plus a few steps per subject byte, because the LFM2 pattern's
-// `\s*[\r\n]+` alternative legitimately backtracks once per character over a long run of spaces.
-constexpr uint64_t kBaseMatchLimit = 10'000'000;
-constexpr uint64_t kMatchStepsPerByte = 8;
+// The budget of one text, in PCRE2 match-limit steps: PCRE2's default per-call limit (10M) once, plus
+// kBudgetPerByte per byte and pass. PCRE2 resets its limit at every start position of a call, so FindAll
+// drives the start positions itself (anchored calls) and charges each call the limit it was given: a call
+// first gets kFirstCallLimit, and one that hits its limit is retried with double (failed tries are charged
+// too). So the charge is at most 4x the real work plus kFirstCallLimit per call, and at most two calls start
+// per byte: 1024 per byte leaves 2x headroom for the LFM2 pattern's one backtrack per space over a long run
+// of spaces (`\s*[\r\n]+`), while a nested lookahead over 1600 bytes stops after ~12M steps (well under a
+// second) instead of ~n^4.
+constexpr uint64_t kBaseBudget = 10'000'000;
+constexpr uint64_t kBudgetPerByte = 1024;
+constexpr uint32_t kFirstCallLimit = 256;
 // Memory for the interpreter's backtracking frames (used when JIT is unavailable or its stack runs out).
 constexpr uint32_t kHeapLimitKiB = 512 * 1024;
 
@@ -81,12 +88,21 @@ int Search(const pcre2_code* code, std::string_view text, size_t start, uint32_t
 
 }  // namespace
 
+MatchBudget MatchBudget::ForText(size_t bytes, size_t passes) {
+  const uint64_t per = kBudgetPerByte * std::max<uint64_t>(passes, 1);
+  const uint64_t b = static_cast<uint64_t>(bytes);
+  const uint64_t total = b > (UINT64_MAX - kBaseBudget) / per ? UINT64_MAX : kBaseBudget + per * b;
+  return MatchBudget{total, total, bytes};
+}
+
 Result<Regex> Regex::Compile(std::string_view pattern, bool literal) {
   const std::string source = literal ? std::string(pattern) : RewriteWhitespaceClasses(pattern);
   int error = 0;
   PCRE2_SIZE offset = 0;
   // PCRE2 refuses UCP together with LITERAL, and a literal needs no character classes anyway.
-  const uint32_t options = PCRE2_UTF | (literal ? PCRE2_LITERAL : PCRE2_UCP);
+  // Anchored at compile time: FindAll and MatchesAt drive the start positions themselves (anchored at match
+  // time instead would turn the JIT off).
+  const uint32_t options = PCRE2_UTF | PCRE2_ANCHORED | (literal ? PCRE2_LITERAL : PCRE2_UCP);
   pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(source.data()), source.size(), options,
                                    &error, &offset, nullptr);
   if (code == nullptr) {
@@ -98,21 +114,56 @@ Result<Regex> Regex::Compile(std::string_view pattern, bool literal) {
   return Regex(std::shared_ptr<pcre2_code>(code, pcre2_code_free));
 }
 
-Status Regex::FindAll(std::string_view text, std::vector<Span>* matches) const {
+Status Regex::FindAll(std::string_view text, std::vector<Span>* matches, MatchBudget* budget) const {
   std::unique_ptr<pcre2_match_data, MatchDataDeleter> md(
       pcre2_match_data_create_from_pattern(code_.get(), nullptr));
   std::unique_ptr<pcre2_match_context, MatchContextDeleter> mc(pcre2_match_context_create(nullptr));
   if (!md || !mc) return Internal("out of memory creating PCRE2 match data");
-  const uint64_t limit = kBaseMatchLimit + kMatchStepsPerByte * static_cast<uint64_t>(text.size());
-  pcre2_set_match_limit(mc.get(), static_cast<uint32_t>(std::min<uint64_t>(limit, UINT32_MAX)));
   pcre2_set_heap_limit(mc.get(), kHeapLimitKiB);
+  MatchBudget own;
+  if (budget == nullptr) {
+    own = MatchBudget::ForText(text.size());
+    budget = &own;
+  }
+  auto exhausted = [&] {
+    return OutOfRange(StrFormat(
+        "the pre-tokenizer regex needs more than its budget of %llu match steps for a %zu-byte text (the "
+        "pattern backtracks super-linearly, e.g. nested quantifiers in a lookahead); fix the Split "
+        "pattern in tokenizer.json, or split the text into shorter pieces",
+        static_cast<unsigned long long>(budget->total), budget->text_bytes));
+  };
 
   size_t search_from = 0;
   bool have_last = false;
   size_t last_match_end = 0;
   while (search_from <= text.size()) {
-    const int rc = Search(code_.get(), text, search_from, 0, md.get(), mc.get());
-    if (rc == PCRE2_ERROR_NOMATCH) break;
+    // One anchored call at search_from (the leftmost match starts at the first position where one does),
+    // its limit doubled until it completes or the budget runs out.
+    uint32_t limit = kFirstCallLimit;
+    int rc;
+    for (;;) {
+      if (budget->left == 0) return exhausted();
+      const uint32_t give = static_cast<uint32_t>(std::min<uint64_t>(limit, budget->left));
+      pcre2_set_match_limit(mc.get(), give);
+      pcre2_set_depth_limit(mc.get(), give);
+      budget->left -= give;
+      // The JIT counts its limit in coarser units than the interpreter (a unit may cover much more work), so
+      // only the first, small try runs JIT code; a call that needs more is retried interpreted, where a
+      // step is one match() call and the budget bounds the time.
+      rc = Search(code_.get(), text, search_from, limit == kFirstCallLimit ? 0 : PCRE2_NO_JIT, md.get(),
+                  mc.get());
+      if (rc != PCRE2_ERROR_MATCHLIMIT && rc != PCRE2_ERROR_DEPTHLIMIT) break;
+      if (give < limit || limit > UINT32_MAX / 2) return exhausted();
+      limit *= 2;
+    }
+    if (rc == PCRE2_ERROR_NOMATCH) {
+      // No match starts here: try the next character.
+      if (search_from == text.size()) break;
+      size_t len = 1;
+      DecodeUtf8At(text, search_from, &len);
+      search_from += len;
+      continue;
+    }
     if (rc < 0) {
       return OutOfRange(StrFormat("the pre-tokenizer regex gave up on a %zu-byte text: %s", text.size(),
                                   Pcre2Error(rc).c_str()));
@@ -138,7 +189,7 @@ bool Regex::MatchesAt(std::string_view text, size_t pos) const {
   std::unique_ptr<pcre2_match_data, MatchDataDeleter> md(
       pcre2_match_data_create_from_pattern(code_.get(), nullptr));
   if (!md) return false;
-  return Search(code_.get(), text, pos, PCRE2_ANCHORED, md.get(), nullptr) >= 0;
+  return Search(code_.get(), text, pos, 0, md.get(), nullptr) >= 0;
 }
 
 }  // namespace lfmvox::text

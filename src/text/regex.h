@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string_view>
 #include <utility>
@@ -23,6 +24,17 @@ namespace lfmvox::text {
 // [begin, end) byte offsets of one match.
 using Span = std::pair<size_t, size_t>;
 
+// The matching work one input text may cost, in PCRE2 match-limit steps, drawn down by every FindAll on
+// that text's pieces (issue 10, class 5: a per-call limit let a nested lookahead such as `a(?=.*.*.*!)`
+// run ~n^4 steps). ForText sizes it from the text: a fixed base plus a share per byte and per
+// pre-tokenizer pass, far above what linear patterns need (see regex.cc).
+struct MatchBudget {
+  uint64_t total = 0;
+  uint64_t left = 0;
+  size_t text_bytes = 0;
+  static MatchBudget ForText(size_t bytes, size_t passes = 1);
+};
+
 class Regex {
  public:
   // `literal`: the pattern is a plain string to find (a tokenizer.json `{"String": ...}` pattern).
@@ -30,10 +42,11 @@ class Regex {
 
   // Appends every match in `text` (valid UTF-8) to *matches, left to right and non-overlapping. Empty matches
   // are kept except one that ends where the previous match ended, and the search then moves on by one
-  // character: the onig crate's find_iter, which tokenizers uses. Fails (OutOfRange) only when a pathological
-  // pattern exceeds PCRE2's backtracking limit, which is scaled with the text length so that linear work on
-  // long inputs (a megabyte of spaces) always completes.
-  Status FindAll(std::string_view text, std::vector<Span>* matches) const;
+  // character: the onig crate's find_iter, which tokenizers uses. The work is charged to *budget (null: a
+  // budget of its own, MatchBudget::ForText(text.size())); fails (OutOfRange) only when a pathological
+  // pattern exhausts it. The budget grows with the text, so linear work on long inputs (a megabyte of
+  // spaces) always completes.
+  Status FindAll(std::string_view text, std::vector<Span>* matches, MatchBudget* budget = nullptr) const;
 
   // Whether the pattern matches starting exactly at byte `pos` (a character boundary) of `text`.
   bool MatchesAt(std::string_view text, size_t pos) const;

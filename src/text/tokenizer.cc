@@ -381,9 +381,9 @@ void SplitOnAddedTokens(std::string_view text, const AddedTokenTrie& trie, const
 // NormalizedString::split for one piece: cut at the matches, then keep, drop or merge the pieces as the
 // behavior says. Empty pieces are dropped, as PreTokenizedString does.
 Status SplitPiece(std::string_view piece, const Regex& regex, SplitBehavior behavior, bool invert,
-                  std::vector<Span>* matches, std::vector<std::string>* out) {
+                  MatchBudget* budget, std::vector<Span>* matches, std::vector<std::string>* out) {
   matches->clear();
-  LFM_RETURN_IF_ERROR(regex.FindAll(piece, matches));
+  LFM_RETURN_IF_ERROR(regex.FindAll(piece, matches, budget));
   struct Part {
     Span span;
     bool is_match;
@@ -447,7 +447,7 @@ Status SplitPiece(std::string_view piece, const Regex& regex, SplitBehavior beha
 }
 
 // Runs the pre-tokenizer steps over one run of text; the resulting pieces replace *pieces.
-Status PreTokenize(const std::vector<PreTokenizerStep>& steps, std::string_view text,
+Status PreTokenize(const std::vector<PreTokenizerStep>& steps, std::string_view text, MatchBudget* budget,
                    std::vector<std::string>* pieces) {
   pieces->assign(1, std::string(text));
   std::vector<std::string> next;
@@ -457,13 +457,14 @@ Status PreTokenize(const std::vector<PreTokenizerStep>& steps, std::string_view 
     next.clear();
     if (step.kind == PreTokenizerStep::Kind::kSplit) {
       for (const std::string& p : *pieces) {
-        LFM_RETURN_IF_ERROR(SplitPiece(p, *step.regex, step.behavior, step.invert, &matches, &next));
+        LFM_RETURN_IF_ERROR(SplitPiece(p, *step.regex, step.behavior, step.invert, budget, &matches, &next));
       }
     } else {
       for (std::string& p : *pieces) {
         if (step.add_prefix_space && !p.empty() && p[0] != ' ') p.insert(p.begin(), ' ');
         if (step.regex) {
-          LFM_RETURN_IF_ERROR(SplitPiece(p, *step.regex, SplitBehavior::kIsolated, false, &matches, &next));
+          LFM_RETURN_IF_ERROR(
+              SplitPiece(p, *step.regex, SplitBehavior::kIsolated, false, budget, &matches, &next));
         } else {
           next.push_back(std::move(p));
         }
@@ -562,6 +563,8 @@ Result<std::vector<int32_t>> Tokenizer::EncodeImpl(std::string_view utf8_text,
   std::vector<text::Segment> raw, normalized;
   std::vector<std::string> pieces;
   text::BpeScratch scratch;
+  // One regex budget for the whole text, across its pieces and pre-tokenizer passes (issue 10, class 5).
+  text::MatchBudget budget = text::MatchBudget::ForText(utf8_text.size(), d.pre_tokenizer.size());
   text::SplitOnAddedTokens(utf8_text, d.raw_trie, d, &raw);
   for (const text::Segment& r : raw) {
     if (r.id >= 0) {
@@ -577,7 +580,8 @@ Result<std::vector<int32_t>> Tokenizer::EncodeImpl(std::string_view utf8_text,
         ids.push_back(s.id);
         continue;
       }
-      LFM_RETURN_IF_ERROR(text::PreTokenize(d.pre_tokenizer, run.substr(s.begin, s.end - s.begin), &pieces));
+      LFM_RETURN_IF_ERROR(
+          text::PreTokenize(d.pre_tokenizer, run.substr(s.begin, s.end - s.begin), &budget, &pieces));
       for (const std::string& p : pieces) d.model.Tokenize(p, &scratch, &ids);
     }
   }

@@ -393,6 +393,26 @@ TEST(MiniTokenizerTest, SplitBehaviours) {
   EXPECT_EQ(EncodeToTexts(LoadMini(MiniJson(spec)), "ab--c-"), (std::vector<std::string>{"-", "-", "-"}));
 }
 
+// Issue 10, class 5: `a(?=.*.*.*!)` backtracks ~n^3 steps per start position on a run of a's with no '!'
+// (1600 of them took > 60 s with PCRE2's per-call limit). The budget is per text, 10M + 1024 steps per byte
+// and pass, so it fails with the budget in the message; the same pattern on a text that satisfies the
+// lookahead encodes, as does a 1 MiB run of spaces under the LFM2 pattern (LongInputsEncodeInFull).
+TEST(MiniTokenizerTest, SuperLinearRegexStopsOnThePerTextBudget) {
+  MiniSpec spec;
+  spec.pre_tokenizer = {{"type", "Split"},
+                        {"pattern", {{"Regex", "a(?=.*.*.*!)"}}},
+                        {"behavior", "Isolated"},
+                        {"invert", false}};
+  const Tokenizer t = LoadMini(MiniJson(spec));
+  Result<std::vector<int32_t>> ids = t.Encode(std::string(1600, 'a'));
+  ASSERT_FALSE(ids.ok());
+  EXPECT_EQ(ids.status().code(), StatusCode::kOutOfRange);
+  EXPECT_NE(ids.status().message().find("budget of 11638400 match steps for a 1600-byte text"),
+            std::string::npos)
+      << ids.status().message();
+  EXPECT_EQ(EncodeToTexts(t, "aaa!"), (std::vector<std::string>{"a", "a", "a", "!"}));
+}
+
 TEST(MiniTokenizerTest, ByteLevelPrefixSpaceAndGpt2Regex) {
   MiniSpec spec;
   spec.merges = {{"Ġ", "a"}, {"Ġa", "b"}};

@@ -90,7 +90,7 @@ bool MimiDecoder::Recognizes(const std::string& path) {
   return j.ok() && IsMimiConfig(*j);
 }
 
-Result<std::unique_ptr<MimiDecoder>> MimiDecoder::Load(const std::string& path) {
+Result<std::unique_ptr<MimiDecoder>> MimiDecoder::Load(const std::string& path, bool check_weights) {
   std::error_code ec;
   fs::path weights;
   fs::path cfg_dir;
@@ -122,6 +122,7 @@ Result<std::unique_ptr<MimiDecoder>> MimiDecoder::Load(const std::string& path) 
         "model.safetensors");
   }
   LFM_ASSIGN_OR_RETURN(Checkpoint ck, Checkpoint::Open(weights.string()));
+  if (check_weights) LFM_RETURN_IF_ERROR(CheckWeightsFinite(ck).WithContext("loading " + weights.string()));
   return Load(config, std::move(ck), weights.string());
 }
 

@@ -64,8 +64,9 @@ class MimiDecoder {
   // or a folder holding it as kMimiCheckpointName (an LFM2-Audio-1.5B snapshot), or a folder with a flat Mimi
   // config.json and model.safetensors (the oracle layout). A config.json that does not describe Mimi (the
   // snapshot's language model) is ignored; without one the configuration is get_mimi's, with the layer count
-  // and widths read from the tensors.
-  static Result<std::unique_ptr<MimiDecoder>> Load(const std::string& path);
+  // and widths read from the tensors. check_weights: scan every tensor of the file for NaN/inf first
+  // (CheckWeightsFinite).
+  static Result<std::unique_ptr<MimiDecoder>> Load(const std::string& path, bool check_weights = true);
   // Whether `path` looks like something Load takes (cheap: file names and config.json only).
   static bool Recognizes(const std::string& path);
   // From a config (nullopt: get_mimi's defaults with the sizes from the tensors) and the checkpoint.

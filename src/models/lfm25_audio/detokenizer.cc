@@ -12,7 +12,8 @@ namespace lfmvox {
 
 namespace fs = std::filesystem;
 
-Result<std::unique_ptr<Lfm25Detokenizer>> Lfm25Detokenizer::Load(const std::string& dir_in) {
+Result<std::unique_ptr<Lfm25Detokenizer>> Lfm25Detokenizer::Load(const std::string& dir_in,
+                                                                 bool check_weights) {
   if (LooksLikeGgufRelease(dir_in)) {
     LFM_ASSIGN_OR_RETURN(Lfm25GgufFiles files, FindLfm25GgufRelease(dir_in));
     LFM_ASSIGN_OR_RETURN(Lfm25GgufModel g, OpenLfm25GgufRelease(files, /*want_main=*/false));
@@ -22,6 +23,8 @@ Result<std::unique_ptr<Lfm25Detokenizer>> Lfm25Detokenizer::Load(const std::stri
     const std::string where = files.detokenizer.empty() ? files.vocoder : files.detokenizer;
     LFM_ASSIGN_OR_RETURN(Lfm25DetokenizerConfig config,
                          Lfm25DetokenizerConfig::FromJson(g.detokenizer_config, where + " (GGUF metadata)"));
+    if (check_weights)
+      LFM_RETURN_IF_ERROR(CheckWeightsFinite(*g.detokenizer).WithContext("loading " + where));
     return Load(std::move(config), std::move(*g.detokenizer), where);
   }
   fs::path dir(dir_in);
@@ -34,6 +37,7 @@ Result<std::unique_ptr<Lfm25Detokenizer>> Lfm25Detokenizer::Load(const std::stri
   }
   LFM_ASSIGN_OR_RETURN(Lfm25DetokenizerConfig config, Lfm25DetokenizerConfig::Load(config_path.string()));
   LFM_ASSIGN_OR_RETURN(Checkpoint ckpt, Checkpoint::Open(dir.string()));
+  if (check_weights) LFM_RETURN_IF_ERROR(CheckWeightsFinite(ckpt).WithContext("loading " + dir.string()));
   return Load(std::move(config), std::move(ckpt), dir.string());
 }
 

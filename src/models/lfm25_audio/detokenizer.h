@@ -42,7 +42,8 @@ class Lfm25Detokenizer {
   // `dir` is the model directory as downloaded (holding audio_detokenizer/)
   // or the audio_detokenizer folder itself, or Liquid's GGUF release (its
   // folder or one of its files; gguf_release.h).
-  static Result<std::unique_ptr<Lfm25Detokenizer>> Load(const std::string& dir);
+  // check_weights: scan every tensor for NaN/inf first (CheckWeightsFinite).
+  static Result<std::unique_ptr<Lfm25Detokenizer>> Load(const std::string& dir, bool check_weights = true);
   // From a parsed config and its weights (`where` names them in errors).
   static Result<std::unique_ptr<Lfm25Detokenizer>> Load(Lfm25DetokenizerConfig config, Checkpoint weights,
                                                         const std::string& where);

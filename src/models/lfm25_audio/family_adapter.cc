@@ -13,6 +13,7 @@
 #include "api/engine_core.h"
 #include "api/family.h"
 #include "blocks/sampling.h"
+#include "blocks/weights.h"
 #include "models/lfm25_audio/gguf_release.h"
 #include "models/lfm25_audio/session.h"
 #include "threading/thread_team.h"
@@ -63,6 +64,7 @@ class Bridge final : public GenerationSink {
   bool TakePending() { return std::exchange(pending_, false); }
   // The samples the batched pass wrote for this session's frame.
   Status Deliver(size_t n) {
+    LFM_RETURN_IF_ERROR(CheckFiniteOutput({pcm_.data(), n}, "the decoded speech"));
     samples_ += n;
     return n ? out_.on_pcm({pcm_.data(), n}) : Status::Ok();
   }
@@ -341,6 +343,7 @@ namespace {
 
 Result<std::unique_ptr<FamilyModel>> LoadLfm25Family(const std::string& dir, const ModelOptions& options) {
   ModelLoadOptions o;
+  o.check_weights = options.check_weights;
   if (!options.weights.empty()) {
     WeightFormat f;
     if (!ParseGgufWriteType(options.weights, &f)) {
@@ -385,8 +388,9 @@ class Lfm25Codec final : public FamilyCodec {
   std::unique_ptr<Lfm25Detokenizer> d_;
 };
 
-Result<std::unique_ptr<FamilyCodec>> LoadLfm25Codec(const std::string& dir) {
-  LFM_ASSIGN_OR_RETURN(std::unique_ptr<Lfm25Detokenizer> d, Lfm25Detokenizer::Load(dir));
+Result<std::unique_ptr<FamilyCodec>> LoadLfm25Codec(const std::string& dir, const ModelOptions& options) {
+  LFM_ASSIGN_OR_RETURN(std::unique_ptr<Lfm25Detokenizer> d,
+                       Lfm25Detokenizer::Load(dir, options.check_weights));
   return std::unique_ptr<FamilyCodec>(new Lfm25Codec(std::move(d)));
 }
 

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <filesystem>
 
+#include "base/memory_budget.h"
+#include "blocks/weights.h"
 #include "models/lfm25_audio/gguf_release.h"
 #include "threading/stage_policy.h"
 #include "threading/thread_team.h"
@@ -52,6 +54,7 @@ Result<std::unique_ptr<Lfm25AudioModel>> Lfm25AudioModel::Load(const std::string
     if (!t.ok()) return t.status().WithContext(where);
     m->tokenizer_.emplace(std::move(t).value());
   }
+  if (options.check_weights) LFM_RETURN_IF_ERROR(CheckWeightsFinite(*m->ckpt_).WithContext(where));
   if (options.weights) {
     LFM_ASSIGN_OR_RETURN(Checkpoint q, QuantizeCheckpoint(std::move(*m->ckpt_), *options.weights));
     m->ckpt_.emplace(std::move(q));
@@ -103,6 +106,7 @@ Result<std::unique_ptr<Lfm25AudioModel>> Lfm25AudioModel::Load(const std::string
           Lfm25DetokenizerConfig dc,
           Lfm25DetokenizerConfig::FromJson(gguf->detokenizer_config, gguf->where + " (GGUF metadata)"));
       Checkpoint dck = std::move(*gguf->detokenizer);
+      if (options.check_weights) LFM_RETURN_IF_ERROR(CheckWeightsFinite(dck).WithContext(where));
       if (options.weights) {
         LFM_ASSIGN_OR_RETURN(dck, QuantizeCheckpoint(std::move(dck), *options.weights));
       }
@@ -116,6 +120,7 @@ Result<std::unique_ptr<Lfm25AudioModel>> Lfm25AudioModel::Load(const std::string
       const std::string ddir = dir + "/audio_detokenizer";
       LFM_ASSIGN_OR_RETURN(Lfm25DetokenizerConfig dc, Lfm25DetokenizerConfig::Load(ddir + "/config.json"));
       LFM_ASSIGN_OR_RETURN(Checkpoint dck, Checkpoint::Open(ddir));
+      if (options.check_weights) LFM_RETURN_IF_ERROR(CheckWeightsFinite(dck).WithContext(where));
       if (options.weights) {
         LFM_ASSIGN_OR_RETURN(dck, QuantizeCheckpoint(std::move(dck), *options.weights));
       }
@@ -195,6 +200,51 @@ Lfm25Session::Lfm25Session(const Lfm25AudioModel& model, Lfm2State state, Sample
       context_(options.context),
       prefill_chunk_(options.prefill_chunk) {}
 
+// The bytes a session of `context` positions will hold, summed from the config before anything is allocated
+// (issue 10, item 1): its state (K/V caches, conv states, history and audio codes), and with a private worker
+// the step scratch that grows with the context (attention scores, logits, activations). Checked against the
+// memory budget, so a context the machine cannot hold is refused with the sizes instead of failing an
+// allocation halfway.
+Status CheckSessionBudget(const Lfm25AudioModel& model, const SessionOptions& o) {
+  const Lfm2Config& c = model.config().lfm;
+  const Lfm2Stack& stack = model.backbone().stack();
+  const AttentionShape a = stack.attention_shape();
+  const double H = c.hidden_size, KV = static_cast<double>(a.kv_dim()),
+               rows = static_cast<double>(o.prefill_chunk);
+  const double ctx = static_cast<double>(o.context), f = sizeof(float);
+  double kv = 0, conv = 0;
+  for (LayerKind k : c.layers) {
+    if (k == LayerKind::kConv) {
+      conv += (c.conv_kernel - 1) * H * f;
+    } else {
+      const double capacity = k == LayerKind::kSlidingAttention ? c.sliding_window - 1 + rows : ctx;
+      kv += 2 * capacity * KV * f;
+    }
+  }
+  // Per position: its (modality, token) entry, up to a frame of audio codes out, up to a row of encoder
+  // embeddings in.
+  const double history = ctx * (2 * sizeof(int32_t) + model.config().codebooks * f + H * f);
+  double scratch = 0;
+  if (o.worker == nullptr) {
+    const double keys = std::max(ctx, c.sliding_window + rows);
+    const double Q = static_cast<double>(a.q_dim()), F = c.ffn_dim;
+    scratch = (rows * (2 * H + std::max({3 * H, Q, F}) + std::max({H, Q, F}) + 2 * KV + a.head_dim) +
+               keys * o.threads + rows * H + 2 * H + model.backbone().vocab()) *
+              f;
+  }
+  const double total = kv + conv + history + scratch;
+  const size_t limit = MemoryBudgetBytes();
+  if (total <= static_cast<double>(limit)) return Status::Ok();
+  return OutOfRange(StrFormat(
+      "a conversation of %zu positions needs %s (K/V caches %s, conv states %s, history %s, step scratch "
+      "%s), "
+      "more than the memory limit of %s (the machine's memory, or LFMVOX_MEMORY_LIMIT); lower the context "
+      "(ConversationOptions::context, --context N)",
+      o.context, FormatBytes(total).c_str(), FormatBytes(kv).c_str(), FormatBytes(conv).c_str(),
+      FormatBytes(history).c_str(), FormatBytes(scratch).c_str(),
+      FormatBytes(static_cast<double>(limit)).c_str()));
+}
+
 Result<std::unique_ptr<Lfm25Session>> Lfm25Session::Create(const Lfm25AudioModel& model,
                                                            const SessionOptions& options) {
   const Lfm2Config& c = model.config().lfm;
@@ -204,6 +254,7 @@ Result<std::unique_ptr<Lfm25Session>> Lfm25Session::Create(const Lfm25AudioModel
   if (options.prefill_chunk < 1 || options.prefill_chunk > 4096) {
     return InvalidArgument("prefill_chunk must be in [1, 4096]");
   }
+  LFM_RETURN_IF_ERROR(CheckSessionBudget(model, options));
   SessionOptions o = options;
   if (o.worker == nullptr) {
     LFM_ASSIGN_OR_RETURN(std::unique_ptr<Lfm25Worker> w,

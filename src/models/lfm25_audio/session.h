@@ -52,6 +52,7 @@ struct SpecialTokens {
 
 struct ModelLoadOptions {
   bool load_detokenizer = true;  // audio_detokenizer/ (needed to produce PCM)
+  bool check_weights = true;     // every tensor scanned for NaN/inf (CheckWeightsFinite)
   // Quantize float matrices at load time (QuantizeCheckpoint: kF16, kBF16,
   // kQ8_0 or kQ4_0); unset keeps every tensor as stored.
   std::optional<WeightFormat> weights = std::nullopt;

@@ -18,7 +18,7 @@ constexpr size_t kMaxStreams = 1024;
 }  // namespace
 
 Result<std::unique_ptr<Lfm3Codec>> Lfm3Codec::Load(const std::string& dir_in,
-                                                   std::optional<WeightFormat> matrices) {
+                                                   std::optional<WeightFormat> matrices, bool check_weights) {
   fs::path dir(dir_in);
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) dir = dir.parent_path();
@@ -29,6 +29,7 @@ Result<std::unique_ptr<Lfm3Codec>> Lfm3Codec::Load(const std::string& dir_in,
   }
   LFM_ASSIGN_OR_RETURN(Lfm3Config config, Lfm3Config::Load(config_path.string()));
   LFM_ASSIGN_OR_RETURN(Checkpoint ckpt, Checkpoint::Open(dir.string()));
+  if (check_weights) LFM_RETURN_IF_ERROR(CheckWeightsFinite(ckpt).WithContext("loading " + dir.string()));
   return Load(config, std::move(ckpt), dir.string(), "codec.", matrices);
 }
 

@@ -47,8 +47,10 @@ class Lfm3Codec {
   // the codec under `codec.` (the seed's names); a path to config.json's folder or the file itself.
   // `matrices`: convert the matrices at load time to this format (F16, BF16, Q8_0, Q4_0; those whose rows
   // are not whole blocks, such as project_out's 48 columns, stay as stored); none: use them as stored.
+  // check_weights: scan every tensor for NaN/inf first (CheckWeightsFinite).
   static Result<std::unique_ptr<Lfm3Codec>> Load(const std::string& dir,
-                                                 std::optional<WeightFormat> matrices = std::nullopt);
+                                                 std::optional<WeightFormat> matrices = std::nullopt,
+                                                 bool check_weights = true);
   // From a parsed config and its weights; `prefix` is the codec's tensor prefix ("codec." in the seed's
   // layout); `where` names the files in errors.
   static Result<std::unique_ptr<Lfm3Codec>> Load(const Lfm3Config& config, Checkpoint weights,

@@ -14,6 +14,7 @@
 
 #include "api/engine_core.h"
 #include "api/family.h"
+#include "blocks/weights.h"
 #include "models/lfm3_audio/codec.h"
 #include "models/lfm3_audio/session.h"
 #include "threading/thread_team.h"
@@ -78,6 +79,7 @@ class Bridge final : public Lfm3Sink {
 
   bool TakePending() { return std::exchange(pending_, false); }
   Status Deliver(size_t n) {
+    LFM_RETURN_IF_ERROR(CheckFiniteOutput({pcm_.data(), n}, "the decoded speech"));
     samples_ += n;
     return n ? out_.on_pcm({pcm_.data(), n}) : Status::Ok();
   }
@@ -356,8 +358,9 @@ class Lfm3FamilyCodec final : public FamilyCodec {
   std::unique_ptr<Lfm3Codec> c_;
 };
 
-Result<std::unique_ptr<FamilyCodec>> LoadLfm3Codec(const std::string& dir) {
-  LFM_ASSIGN_OR_RETURN(std::unique_ptr<Lfm3Codec> c, Lfm3Codec::Load(dir));
+Result<std::unique_ptr<FamilyCodec>> LoadLfm3Codec(const std::string& dir, const ModelOptions& options) {
+  LFM_ASSIGN_OR_RETURN(std::unique_ptr<Lfm3Codec> c,
+                       Lfm3Codec::Load(dir, std::nullopt, options.check_weights));
   return std::unique_ptr<FamilyCodec>(new Lfm3FamilyCodec(std::move(c)));
 }
 
@@ -367,7 +370,7 @@ Result<std::unique_ptr<FamilyModel>> LoadLfm3Model(const std::string& dir, const
                          "\": load-time conversion is not wired for LFM3-Audio models yet; load them as "
                          "stored (no --weights)");
   }
-  LFM_ASSIGN_OR_RETURN(std::unique_ptr<Lfm3AudioModel> m, Lfm3AudioModel::Load(dir));
+  LFM_ASSIGN_OR_RETURN(std::unique_ptr<Lfm3AudioModel> m, Lfm3AudioModel::Load(dir, options.check_weights));
   return std::unique_ptr<FamilyModel>(new Lfm3FamilyModel(std::move(m)));
 }
 

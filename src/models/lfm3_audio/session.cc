@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "blocks/weights.h"
 #include "io/json_config.h"
 #include "threading/thread_team.h"
 
@@ -13,7 +14,7 @@ namespace fs = std::filesystem;
 
 // --- Model --------------------------------------------------------------------
 
-Result<std::unique_ptr<Lfm3AudioModel>> Lfm3AudioModel::Load(const std::string& dir) {
+Result<std::unique_ptr<Lfm3AudioModel>> Lfm3AudioModel::Load(const std::string& dir, bool check_weights) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) return NotFound(dir + " is not a directory (pass the model's folder)");
   const std::string cfg_path = dir + "/config.json", where = "loading " + dir;
@@ -29,6 +30,7 @@ Result<std::unique_ptr<Lfm3AudioModel>> Lfm3AudioModel::Load(const std::string& 
   }
   LFM_ASSIGN_OR_RETURN(m->sampling_, Lfm3AudioSampling::FromJson(cfg, cfg_path));
   LFM_ASSIGN_OR_RETURN(Checkpoint ck, Checkpoint::Open(dir));
+  if (check_weights) LFM_RETURN_IF_ERROR(CheckWeightsFinite(ck).WithContext(where));
   m->ckpt_.emplace(std::move(ck));
   {
     Result<Lfm3Backbone> b = Lfm3Backbone::Load(*m->ckpt_, m->config_.backbone);

@@ -47,7 +47,8 @@ class Lfm3AudioModel {
   // `codec.*`) and tokenizer.json holding `<|im_start|>`, `<|im_end|>` and `<|audio_start|>`
   // (`<|mixed_start|>` and `<|text_end|>` when it has them). A speech-output-only folder (no `lfm`
   // section) is an error that says so.
-  static Result<std::unique_ptr<Lfm3AudioModel>> Load(const std::string& dir);
+  // check_weights: scan every tensor for NaN/inf first (CheckWeightsFinite).
+  static Result<std::unique_ptr<Lfm3AudioModel>> Load(const std::string& dir, bool check_weights = true);
 
   const Lfm3Config& config() const { return config_; }
   const Lfm3Backbone& backbone() const { return backbone_; }
