@@ -16,6 +16,7 @@
 
 #include "lfmvox/audio_io.h"
 #include "lfmvox/lfmvox.h"
+#include "serve_main.h"
 
 namespace {
 
@@ -59,6 +60,8 @@ constexpr char kUsage[] =
     "                       (every --model above also takes such a folder or one of its files)\n"
     "  tts, generate, asr and chat also take --weights f16|bf16|q8_0|q4_0: quantize a snapshot's\n"
     "      matrices at load time (a GGUF file of that type loads faster and in less memory)\n"
+    "  serve       the OpenAI-compatible HTTP server (lfmvox serve --help)\n"
+    "      --model DIR [--host 127.0.0.1] [--port 8080] [--api-key KEY]\n"
     "  help        this text\n";
 
 int Fail(const std::string& msg, int code = 1) {
@@ -567,6 +570,7 @@ int main(int argc, char** argv) {
   if (cmd == "asr") return Asr(argc, argv);
   if (cmd == "chat") return Chat(argc, argv);
   if (cmd == "quantize") return Quantize(argc, argv);
+  if (cmd == "serve") return lfmvox::server::ServeMain(argc, argv);
   if (cmd == "help" || cmd == "--help" || cmd == "-h") {
     std::fputs(kUsage, stdout);
     return 0;
