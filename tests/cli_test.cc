@@ -509,7 +509,8 @@ TEST(Cli, VersionIsVersionH) {
   EXPECT_EQ(r.out, "lfmvox " + expected + "\n");
 }
 
-const std::vector<std::string> kCommands = {"detokenize", "tts", "generate", "asr", "chat", "quantize"};
+const std::vector<std::string> kCommands = {"detokenize", "tts",      "generate", "asr",
+                                            "chat",       "quantize", "serve"};
 
 // The option names (--model, --output, ...) a command's --help lists.
 std::vector<std::string> HelpOptions(const std::string& help) {

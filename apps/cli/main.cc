@@ -17,6 +17,7 @@
 #include "help.h"
 #include "lfmvox/audio_io.h"
 #include "lfmvox/lfmvox.h"
+#include "serve_main.h"
 
 namespace {
 
@@ -558,5 +559,6 @@ int main(int argc, char** argv) {
   if (cmd == "asr") return Asr(argc, argv);
   if (cmd == "chat") return Chat(argc, argv);
   if (cmd == "quantize") return Quantize(argc, argv);
+  if (cmd == "serve") return lfmvox::server::ServeMain(argc, argv);
   return UsageError("unknown command " + cmd);
 }

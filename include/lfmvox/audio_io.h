@@ -5,6 +5,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "lfmvox/status.h"
@@ -34,6 +35,40 @@ class PcmOutput {
   virtual Status Write(std::span<const float> samples) = 0;
   virtual Status Close() = 0;
 };
+
+// ---- Audio in memory (for servers: uploads in, encoded replies out). Thread-safe (no shared state).
+
+// A decoded clip: interleaved [frames, channels] floats, as Conversation::AddAudio takes them.
+struct DecodedAudio {
+  int sample_rate = 0;
+  int channels = 0;
+  std::vector<float> samples;
+  double seconds() const {
+    return sample_rate > 0 && channels > 0 ? static_cast<double>(samples.size() / channels) / sample_rate : 0;
+  }
+};
+
+// Decodes an audio file image held in memory (any format AddAudioFile reads: WAV, FLAC, Ogg Vorbis/Opus,
+// MP3, ...). Errors: InvalidArgument for bytes that are not audio (or hold NaN/Inf samples), DataLoss for
+// a cut file, OutOfRange for a clip longer than `max_seconds` (checked from the header before decoding,
+// and while decoding where the length is not known).
+Result<DecodedAudio> DecodeAudio(std::string_view bytes, double max_seconds);
+
+// Containers EncodeAudio writes (16-bit for WAV and FLAC).
+enum class AudioFileFormat { kWav, kFlac, kOpus, kMp3 };
+
+// Whether this build's libsndfile can write `format` at `sample_rate` (Opus needs 8/12/16/24/48 kHz, MP3
+// a libsndfile built with LAME).
+bool CanEncodeAudio(AudioFileFormat format, int sample_rate);
+
+// Encodes mono samples as a whole file image in memory. The samples are first quantized to 16 bits by
+// AppendPcmBytes' rule (so WAV and FLAC hold exactly the s16 values raw PCM would).
+// Unimplemented when CanEncodeAudio says no; InvalidArgument for no samples or a bad rate.
+Result<std::string> EncodeAudio(std::span<const float> mono, int sample_rate, AudioFileFormat format);
+
+// Headerless little-endian PCM bytes, with the rule `-o -` uses (s16: NaN -> 0, clamp to [-1, 1],
+// round(x * 32767) to nearest, ties away from zero), appended to `out`.
+void AppendPcmBytes(std::span<const float> samples, PcmFormat format, std::string* out);
 
 }  // namespace lfmvox
 LFMVOX_API_END

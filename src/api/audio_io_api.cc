@@ -1,3 +1,4 @@
+#include <sndfile.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -19,6 +20,53 @@ Result<std::vector<int32_t>> LoadCodes(const std::string& path, int num_codebook
     LFM_ASSIGN_OR_RETURN(CodeFrames frames, ReadCodesFile(path, num_codebooks));
     return std::move(frames.codes);
   });
+}
+
+Result<DecodedAudio> DecodeAudio(std::string_view bytes, double max_seconds) {
+  LFM_ASSIGN_OR_RETURN(AudioBuffer a, ReadAudioMemory(bytes, AudioLimits{.max_seconds = max_seconds}));
+  return DecodedAudio{a.sample_rate, a.channels, std::move(a.samples)};
+}
+
+namespace {
+
+int SfFormat(AudioFileFormat f) {
+  switch (f) {
+    case AudioFileFormat::kWav:
+      return SF_FORMAT_WAV | SF_FORMAT_PCM_16;
+    case AudioFileFormat::kFlac:
+      return SF_FORMAT_FLAC | SF_FORMAT_PCM_16;
+    case AudioFileFormat::kOpus:
+      return SF_FORMAT_OGG | SF_FORMAT_OPUS;
+    case AudioFileFormat::kMp3:
+      return SF_FORMAT_MPEG | SF_FORMAT_MPEG_LAYER_III;
+  }
+  return 0;
+}
+
+}  // namespace
+
+bool CanEncodeAudio(AudioFileFormat format, int sample_rate) {
+  return CanWriteAudioFormat(SfFormat(format), sample_rate);
+}
+
+Result<std::string> EncodeAudio(std::span<const float> mono, int sample_rate, AudioFileFormat format) {
+  return WriteAudioMemory(mono, sample_rate, SfFormat(format));
+}
+
+void AppendPcmBytes(std::span<const float> samples, PcmFormat format, std::string* out) {
+  const size_t width = format == PcmFormat::kS16 ? 2 : 4;
+  const size_t start = out->size();
+  out->resize(start + samples.size() * width);
+  char* p = out->data() + start;
+  for (float x : samples) {
+    uint32_t u;
+    if (format == PcmFormat::kS16) {
+      u = static_cast<uint16_t>(FloatToS16(x));
+    } else {
+      std::memcpy(&u, &x, 4);
+    }
+    for (size_t b = 0; b < width; ++b) *p++ = static_cast<char>(u >> (8 * b));
+  }
 }
 
 namespace {

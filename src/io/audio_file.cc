@@ -153,6 +153,48 @@ sf_count_t MemWrite(const void*, sf_count_t, void*) { return 0; }
 
 sf_count_t MemTell(void* user) { return static_cast<MemoryFile*>(user)->pos; }
 
+// A growing file image for writing (encoders seek back to rewrite headers).
+struct GrowingFile {
+  std::string bytes;
+  sf_count_t pos = 0;
+};
+
+sf_count_t GrowLength(void* user) {
+  return static_cast<sf_count_t>(static_cast<GrowingFile*>(user)->bytes.size());
+}
+
+sf_count_t GrowSeek(sf_count_t offset, int whence, void* user) {
+  auto* g = static_cast<GrowingFile*>(user);
+  sf_count_t base = whence == SEEK_CUR   ? g->pos
+                    : whence == SEEK_END ? static_cast<sf_count_t>(g->bytes.size())
+                                         : 0;
+  sf_count_t target = 0;
+  if (__builtin_add_overflow(base, offset, &target) || target < 0) return -1;
+  g->pos = target;
+  return g->pos;
+}
+
+sf_count_t GrowRead(void* ptr, sf_count_t count, void* user) {
+  auto* g = static_cast<GrowingFile*>(user);
+  const sf_count_t size = static_cast<sf_count_t>(g->bytes.size());
+  const sf_count_t n = std::clamp<sf_count_t>(std::min(count, size - std::min(g->pos, size)), 0, size);
+  if (n > 0) std::memcpy(ptr, g->bytes.data() + g->pos, static_cast<size_t>(n));
+  g->pos += n;
+  return n;
+}
+
+sf_count_t GrowWrite(const void* ptr, sf_count_t count, void* user) {
+  auto* g = static_cast<GrowingFile*>(user);
+  if (count <= 0) return 0;
+  const size_t end = static_cast<size_t>(g->pos) + static_cast<size_t>(count);
+  if (end > g->bytes.size()) g->bytes.resize(end);
+  std::memcpy(g->bytes.data() + g->pos, ptr, static_cast<size_t>(count));
+  g->pos += count;
+  return count;
+}
+
+sf_count_t GrowTell(void* user) { return static_cast<GrowingFile*>(user)->pos; }
+
 }  // namespace
 
 Result<AudioBuffer> ReadAudioFile(const std::string& path, const AudioLimits& limits) {
@@ -191,6 +233,49 @@ Result<AudioBuffer> ReadAudioMemory(std::string_view bytes, const AudioLimits& l
     return InvalidArgument(what + ": not a readable audio file (" + sf_strerror(nullptr) + ")");
   }
   return Decode(sf, info, what, limits);
+}
+
+bool CanWriteAudioFormat(int sf_format, int sample_rate) {
+  SF_INFO info{};
+  info.samplerate = sample_rate;
+  info.channels = 1;
+  info.format = sf_format;
+  return sample_rate > 0 && sf_format_check(&info) != 0;
+}
+
+Result<std::string> WriteAudioMemory(std::span<const float> mono, int sample_rate, int sf_format) {
+  if (mono.empty()) return InvalidArgument("no samples to encode");
+  if (sample_rate < 1 || sample_rate > kMaxAudioSampleRate) {
+    return InvalidArgument(
+        StrFormat("sample rate %d Hz is not in [1, %d]", sample_rate, kMaxAudioSampleRate));
+  }
+  if (!CanWriteAudioFormat(sf_format, sample_rate)) {
+    return Unimplemented(StrFormat("this libsndfile (%s) cannot write format 0x%x at %d Hz",
+                                   sf_version_string(), sf_format, sample_rate));
+  }
+  SF_INFO info{};
+  info.samplerate = sample_rate;
+  info.channels = 1;
+  info.format = sf_format;
+  SF_VIRTUAL_IO io{GrowLength, GrowSeek, GrowRead, GrowWrite, GrowTell};
+  GrowingFile file;
+  SNDFILE* sf = sf_open_virtual(&io, SFM_WRITE, &info, &file);
+  if (sf == nullptr)
+    return Internal(std::string("libsndfile refused to start encoding: ") + sf_strerror(nullptr));
+  // Quantized with FloatToS16 here (libsndfile's own float conversion scales differently), so a
+  // lossless file holds exactly the samples raw s16 PCM would.
+  bool ok = true;
+  for (size_t done = 0; ok && done < mono.size();) {
+    short buf[kChunkSamples];
+    const size_t n = std::min(mono.size() - done, kChunkSamples);
+    for (size_t i = 0; i < n; ++i) buf[i] = FloatToS16(mono[done + i]);
+    ok = sf_write_short(sf, buf, static_cast<sf_count_t>(n)) == static_cast<sf_count_t>(n);
+    done += n;
+  }
+  const std::string why = sf_strerror(sf);
+  const int err = sf_close(sf);
+  if (!ok || err != 0) return Internal("encoding failed: " + why);
+  return std::move(file.bytes);
 }
 
 Result<AudioBuffer> FromRawPcm(std::span<const uint8_t> bytes, int sample_rate, int channels,

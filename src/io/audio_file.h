@@ -112,6 +112,11 @@ class WavWriter {
   int64_t frames_written_ = 0;
 };
 
+// Encodes mono samples as a whole file image (libsndfile virtual I/O): `sf_format` is libsndfile's
+// SF_FORMAT_* word (container | encoding). Unimplemented when this libsndfile cannot write it.
+bool CanWriteAudioFormat(int sf_format, int sample_rate);
+Result<std::string> WriteAudioMemory(std::span<const float> mono, int sample_rate, int sf_format);
+
 // Writes samples as headerless little-endian s16 or f32 (whatever the host's byte order) and flushes, so
 // a consumer on a pipe gets each chunk as soon as it is decoded. Allocates nothing.
 Status WriteRawPcm(FILE* out, std::span<const float> samples, PcmFormat format);

@@ -1,0 +1,717 @@
+// `lfmvox serve` (apps/server) driven over loopback by a Boost.Beast client, in process, on an ephemeral
+// port. Model: a small random LFM2.5-Audio checkpoint (the generator's demo shape, with the repository's
+// tokenizer fixture, tests/data/tokenizer) written into a scratch folder: it speaks noise, which is enough
+// to compare bytes. The references are the library's own results for the same request (a Conversation on
+// a private engine, same prompt, same options and seed), so speech bytes and transcripts must be equal
+// exactly (tolerance zero: the server only batches and re-encodes, and batching is bit-exact,
+// tests/engine_test.cc). FLAC is lossless at 16 bits, so it decodes to the PCM's s16 values / 32768
+// exactly; MP3 and Opus are lossy, checked by length only.
+// clang-format off
+#include <utility>  // before Asio: its awaitable.hpp (Boost 1.74) uses std::exchange without including it
+// clang-format on
+
+#include "server.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <boost/asio.hpp>
+#include <boost/beast.hpp>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "codec_util.h"
+#include "lfmvox/audio_io.h"
+#include "lfmvox/lfmvox.h"
+#include "trace_util.h"
+
+namespace lfmvox::server {
+namespace {
+
+namespace net = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = net::ip::tcp;
+using json = nlohmann::json;
+
+std::string DataPath(const std::string& rel) { return std::string(LFMVOX_TEST_DATA_DIR) + "/" + rel; }
+
+constexpr int kMaxNew = 40;  // every generation's cap (server and reference), to keep the tests short
+
+// The TTS request every speech test makes: the demo checkpoint is steered to speak it (greedy decoding
+// starts with <|audio_start|>), as `lfmvox-make-checkpoint --steer-tts` does for demos.
+constexpr char kSpeechText[] = "Hello there.";
+constexpr char kSpeechVoice[] = "US female";
+
+// A demo checkpoint, written once per test process by lfmvox-make-checkpoint: steered for speech (the
+// speech tests), or as generated (its greedy answers to ASR and chat prompts are text).
+std::string DemoDir(bool steered) {
+  auto make = [](bool steer) {
+    const std::string d = testing::ScratchPath(steer ? "serve_demo_tts" : "serve_demo_text");
+    std::string cmd = std::string(LFMVOX_MAKE_CHECKPOINT) + " lfm25-audio --size demo --tokenizer '" +
+                      DataPath("tokenizer/tokenizer.json") + "' --out '" + d + "'";
+    if (steer) cmd += std::string(" --steer-tts '") + kSpeechText + "' --voice '" + kSpeechVoice + "'";
+    EXPECT_EQ(std::system((cmd + " 2>/dev/null").c_str()), 0) << cmd;
+    return d;
+  };
+  static const std::string tts = make(true), text = make(false);
+  return steered ? tts : text;
+}
+
+std::shared_ptr<const AudioModel> LoadModel(bool steered) {
+  auto r = AudioModel::Load(DemoDir(steered));
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  return r.ok() ? *r : nullptr;
+}
+
+// The speech model, and the model for transcription and chat.
+std::shared_ptr<const AudioModel> Model() {
+  static std::shared_ptr<const AudioModel> m = LoadModel(true);
+  return m;
+}
+std::shared_ptr<const AudioModel> TextModel() {
+  static std::shared_ptr<const AudioModel> m = LoadModel(false);
+  return m;
+}
+
+struct Reply {
+  int status = 0;
+  std::string body;
+  std::string content_type;
+  json Json() const { return json::parse(body, nullptr, false); }
+};
+
+// One request on a fresh connection.
+Reply Call(uint16_t port, http::verb method, const std::string& target, const std::string& body = "",
+           const std::string& content_type = "application/json", const std::string& api_key = "") {
+  net::io_context ioc;
+  tcp::socket socket(ioc);
+  beast::error_code ec;
+  socket.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), port), ec);
+  EXPECT_FALSE(ec) << ec.message();
+  http::request<http::string_body> req{method, target, 11};
+  req.set(http::field::host, "127.0.0.1");
+  if (!body.empty() || method == http::verb::post) req.set(http::field::content_type, content_type);
+  if (!api_key.empty()) req.set(http::field::authorization, "Bearer " + api_key);
+  req.body() = body;
+  req.keep_alive(false);
+  req.prepare_payload();
+  http::write(socket, req, ec);
+  EXPECT_FALSE(ec) << ec.message();
+  beast::flat_buffer buf;
+  http::response_parser<http::string_body> parser;
+  parser.body_limit(1u << 30);
+  http::read(socket, buf, parser, ec);
+  EXPECT_FALSE(ec) << ec.message();
+  Reply r;
+  r.status = static_cast<int>(parser.get().result_int());
+  r.body = parser.get().body();
+  r.content_type = std::string(parser.get()[http::field::content_type]);
+  return r;
+}
+
+Reply Post(uint16_t port, const std::string& target, const json& body, const std::string& key = "") {
+  return Call(port, http::verb::post, target, body.dump(), "application/json", key);
+}
+
+Reply Get(uint16_t port, const std::string& target, const std::string& key = "") {
+  return Call(port, http::verb::get, target, "", "", key);
+}
+
+// The `data: {...}` payloads of an SSE body, in order.
+std::vector<std::string> SseData(const std::string& body) {
+  std::vector<std::string> out;
+  std::istringstream in(body);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("data: ", 0) == 0) out.push_back(line.substr(6));
+  }
+  return out;
+}
+
+double MetricValue(const std::string& text, const std::string& name) {
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(name + " ", 0) == 0) return std::stod(line.substr(name.size() + 1));
+  }
+  return -1;
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(f), {});
+}
+
+// The error object's shape: {"error": {"message", "type", "param", "code"}}.
+void ExpectError(const Reply& r, int status, const std::string& type) {
+  EXPECT_EQ(r.status, status) << r.body;
+  json j = r.Json();
+  ASSERT_TRUE(j.is_object() && j.contains("error")) << r.body;
+  EXPECT_TRUE(j["error"]["message"].is_string() && !j["error"]["message"].get<std::string>().empty());
+  EXPECT_EQ(j["error"]["type"], type) << r.body;
+  EXPECT_TRUE(j["error"].contains("param") && j["error"].contains("code")) << r.body;
+}
+
+class ServerTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    ASSERT_TRUE(Model());
+    ASSERT_TRUE(TextModel());
+    server_ = StartOn(Model());
+    text_server_ = StartOn(TextModel());
+  }
+  static Server* StartOn(std::shared_ptr<const AudioModel> model) {
+    ServerOptions o;
+    o.model = std::move(model);
+    o.model_id = "demo";
+    o.port = 0;
+    o.threads = 2;
+    o.io_threads = 2;
+    o.max_new_tokens = kMaxNew;
+    o.context = 1024;
+    o.max_audio_seconds = 10;
+    auto s = Server::Start(o);
+    EXPECT_TRUE(s.ok()) << s.status().ToString();
+    if (!s.ok()) return nullptr;
+    EXPECT_TRUE((*s)->WaitReady().ok());
+    return std::move(s).value().release();
+  }
+  static void TearDownTestSuite() {
+    delete server_;
+    delete text_server_;
+    server_ = text_server_ = nullptr;
+  }
+  static uint16_t port() { return server_->port(); }
+  static uint16_t text_port() { return text_server_->port(); }
+  static Server* server_;
+  static Server* text_server_;
+};
+
+Server* ServerTest::server_ = nullptr;
+Server* ServerTest::text_server_ = nullptr;
+
+// ---- the library's own answers ----
+
+struct LibOut {
+  std::string text;
+  std::vector<float> pcm;
+};
+
+LibOut RunLibrary(std::shared_ptr<const AudioModel> model, const std::function<Status(Conversation&)>& prompt,
+                  GenerateOptions o) {
+  o.max_new_tokens = std::min(o.max_new_tokens, kMaxNew);
+  auto c = Conversation::Create(model, {.threads = 2, .context = 1024, .seed = 0});
+  EXPECT_TRUE(c.ok());
+  EXPECT_TRUE(prompt(**c).ok());
+  LibOut out;
+  OutputCallbacks cb;
+  cb.on_text = [&](int32_t id, std::string_view piece) {
+    if (!model->IsSpecialToken(id)) out.text += piece;
+    return Status::Ok();
+  };
+  cb.on_pcm = [&](std::span<const float> p) {
+    out.pcm.insert(out.pcm.end(), p.begin(), p.end());
+    return Status::Ok();
+  };
+  auto r = (*c)->Generate(o, cb);
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  return out;
+}
+
+std::string S16(const std::vector<float>& pcm) {
+  std::string b;
+  AppendPcmBytes(pcm, PcmFormat::kS16, &b);
+  return b;
+}
+
+LibOut LibrarySpeech(const std::string& voice, const std::string& text) {
+  GenerateOptions o = GenerateOptions::ForTts(*Model());
+  o.audio.temperature = 0;
+  return RunLibrary(
+      Model(), [&](Conversation& c) { return c.StartSpeech(voice, text); }, o);
+}
+
+// ---- probes, models, metrics ----
+
+TEST_F(ServerTest, ProbesModelsAndMetrics) {
+  for (const char* p : {"/livez", "/readyz", "/health"}) {
+    Reply r = Get(port(), p);
+    EXPECT_EQ(r.status, 200) << p;
+    EXPECT_EQ(r.Json()["status"], "ok") << p;
+  }
+  Reply m = Get(port(), "/v1/models");
+  ASSERT_EQ(m.status, 200);
+  json j = m.Json();
+  EXPECT_EQ(j["object"], "list");
+  ASSERT_EQ(j["data"].size(), 1u);
+  EXPECT_EQ(j["data"][0]["id"], "demo");
+  EXPECT_EQ(j["data"][0]["object"], "model");
+  EXPECT_EQ(j["data"][0]["voices"].get<std::vector<std::string>>(), Model()->voices());
+
+  ExpectError(Get(port(), "/nope"), 404, "not_found_error");
+  ExpectError(Get(port(), "/v1/audio/speech"), 405, "invalid_request_error");
+
+  Reply metrics = Get(port(), "/metrics");
+  ASSERT_EQ(metrics.status, 200);
+  EXPECT_EQ(MetricValue(metrics.body, "lfmvox_active_sessions"), 0);
+  EXPECT_EQ(MetricValue(metrics.body, "lfmvox_queue_depth"), 0);
+  // The four probe and model calls above were counted with their status.
+  EXPECT_GE(MetricValue(metrics.body, "lfmvox_http_requests_total{endpoint=\"/livez\",status=\"200\"}"), 1);
+  EXPECT_GE(MetricValue(metrics.body, "lfmvox_http_requests_total{endpoint=\"/v1/models\",status=\"200\"}"),
+            1);
+  EXPECT_GE(MetricValue(metrics.body, "lfmvox_http_requests_total{endpoint=\"other\",status=\"404\"}"), 1);
+  EXPECT_NE(metrics.body.find("# TYPE lfmvox_time_to_first_audio_seconds histogram"), std::string::npos);
+  EXPECT_NE(metrics.body.find("# TYPE lfmvox_real_time_factor histogram"), std::string::npos);
+}
+
+// ---- POST /v1/audio/speech ----
+
+TEST_F(ServerTest, SpeechPcmEqualsTheLibraryBitForBit) {
+  const std::string text = kSpeechText;
+  const LibOut lib = LibrarySpeech(kSpeechVoice, text);
+  ASSERT_GT(lib.pcm.size(), 0u) << "the greedy TTS prompt speaks within the cap";
+  const std::string want = S16(lib.pcm);
+  // The s16 rule itself, independently: round(x * 32767) after clamping.
+  const int16_t first =
+      static_cast<int16_t>(static_cast<uint8_t>(want[0]) | static_cast<uint8_t>(want[1]) << 8);
+  EXPECT_EQ(first, static_cast<int16_t>(std::lround(std::clamp(lib.pcm[0], -1.0f, 1.0f) * 32767.0f)));
+
+  json req = {{"model", "demo"},          {"input", text},    {"voice", "US female"},
+              {"response_format", "pcm"}, {"temperature", 0}, {"seed", 0}};
+  Reply r = Post(port(), "/v1/audio/speech", req);
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.content_type, "audio/pcm");
+  EXPECT_EQ(r.body.size(), lib.pcm.size() * 2);
+  EXPECT_TRUE(r.body == want) << "speech bytes differ from the library's PCM";
+
+  // An OpenAI voice maps onto the model's: "alloy" is the US female voice.
+  req["voice"] = "alloy";
+  EXPECT_TRUE(Post(port(), "/v1/audio/speech", req).body == want);
+
+  // wav: a streaming header (44 bytes), then the same samples.
+  req["response_format"] = "wav";
+  Reply wav = Post(port(), "/v1/audio/speech", req);
+  ASSERT_EQ(wav.status, 200);
+  ASSERT_EQ(wav.body.size(), 44 + want.size());
+  EXPECT_EQ(wav.body.substr(0, 4), "RIFF");
+  EXPECT_EQ(wav.body.substr(8, 8), "WAVEfmt ");
+  EXPECT_TRUE(wav.body.substr(44) == want);
+
+  // sse: the deltas decode to the same bytes; the last event is speech.audio.done.
+  req["response_format"] = "pcm";
+  req["stream_format"] = "sse";
+  Reply sse = Post(port(), "/v1/audio/speech", req);
+  ASSERT_EQ(sse.status, 200);
+  EXPECT_EQ(sse.content_type, "text/event-stream");
+  std::vector<std::string> events = SseData(sse.body);
+  ASSERT_GE(events.size(), 2u);
+  std::string joined;
+  for (size_t i = 0; i + 1 < events.size(); ++i) {
+    json e = json::parse(events[i]);
+    ASSERT_EQ(e["type"], "speech.audio.delta");
+    auto bytes = Base64Decode(e["audio"].get<std::string>(), 1u << 30);
+    ASSERT_TRUE(bytes.ok());
+    joined += *bytes;
+  }
+  EXPECT_TRUE(joined == want);
+  json done = json::parse(events.back());
+  EXPECT_EQ(done["type"], "speech.audio.done");
+  EXPECT_GT(done["usage"]["output_tokens"].get<int>(), 0);
+}
+
+TEST_F(ServerTest, SpeechEncodedFormats) {
+  const LibOut lib = LibrarySpeech(kSpeechVoice, kSpeechText);
+  ASSERT_GT(lib.pcm.size(), 0u);
+  const std::string s16 = S16(lib.pcm);
+  json req = {{"input", kSpeechText}, {"voice", kSpeechVoice}, {"temperature", 0}};
+  // flac is lossless at 16 bits: it decodes to exactly the s16 samples / 32768.
+  req["response_format"] = "flac";
+  Reply flac = Post(port(), "/v1/audio/speech", req);
+  ASSERT_EQ(flac.status, 200) << flac.body;
+  EXPECT_EQ(flac.body.substr(0, 4), "fLaC");
+  auto decoded = DecodeAudio(flac.body, 600);
+  ASSERT_TRUE(decoded.ok()) << decoded.status().ToString();
+  EXPECT_EQ(decoded->sample_rate, Model()->sample_rate());
+  ASSERT_EQ(decoded->samples.size(), lib.pcm.size());
+  size_t mismatched = 0;
+  for (size_t i = 0; i < lib.pcm.size(); ++i) {
+    const int16_t v =
+        static_cast<int16_t>(static_cast<uint8_t>(s16[2 * i]) | static_cast<uint8_t>(s16[2 * i + 1]) << 8);
+    mismatched += decoded->samples[i] != static_cast<float>(v) / 32768.0f;
+  }
+  EXPECT_EQ(mismatched, 0u);
+  // mp3 and opus are lossy and pad: each decodes, at the model's length within 0.1 s (codec padding).
+  const double seconds = static_cast<double>(lib.pcm.size()) / Model()->sample_rate();
+  for (const char* f : {"mp3", "opus"}) {
+    req["response_format"] = f;
+    Reply r = Post(port(), "/v1/audio/speech", req);
+    ASSERT_EQ(r.status, 200) << f << ": " << r.body;
+    auto d = DecodeAudio(r.body, 600);
+    ASSERT_TRUE(d.ok()) << f << ": " << d.status().ToString();
+    EXPECT_NEAR(d->seconds(), seconds, 0.1) << f;
+  }
+  // Formats it cannot produce, and bad fields: 400 with the error object.
+  req["response_format"] = "aac";
+  Reply aac = Post(port(), "/v1/audio/speech", req);
+  ExpectError(aac, 400, "invalid_request_error");
+  EXPECT_EQ(aac.Json()["error"]["code"], "unsupported_format");
+  req["response_format"] = "pcm";
+  req["voice"] = "nobody";
+  Reply voice = Post(port(), "/v1/audio/speech", req);
+  ExpectError(voice, 400, "invalid_request_error");
+  EXPECT_EQ(voice.Json()["error"]["param"], "voice");
+  req["voice"] = "US male";
+  req["speed"] = 2.0;
+  ExpectError(Post(port(), "/v1/audio/speech", req), 400, "invalid_request_error");
+  req.erase("speed");
+  req["input"] = std::string(5000, 'a');
+  ExpectError(Post(port(), "/v1/audio/speech", req), 400, "invalid_request_error");
+  req.erase("input");
+  Reply missing = Post(port(), "/v1/audio/speech", req);
+  ExpectError(missing, 400, "invalid_request_error");
+  EXPECT_EQ(missing.Json()["error"]["param"], "input");
+  ExpectError(Call(port(), http::verb::post, "/v1/audio/speech", "{\"input\": \"x\""), 400,
+              "invalid_request_error");
+  ExpectError(Call(port(), http::verb::post, "/v1/audio/speech", "[1, 2]"), 400, "invalid_request_error");
+  ExpectError(Call(port(), http::verb::post, "/v1/audio/speech", "{\"input\": 5}"), 400,
+              "invalid_request_error");
+}
+
+// ---- POST /v1/audio/transcriptions ----
+
+std::string Multipart(const std::string& boundary,
+                      const std::vector<std::pair<std::string, std::string>>& fields,
+                      const std::string& file) {
+  std::string b;
+  for (const auto& [k, v] : fields) {
+    b += "--" + boundary + "\r\nContent-Disposition: form-data; name=\"" + k + "\"\r\n\r\n" + v + "\r\n";
+  }
+  if (!file.empty()) {
+    b += "--" + boundary +
+         "\r\nContent-Disposition: form-data; name=\"file\"; filename=\"q.wav\"\r\nContent-Type: "
+         "audio/wav\r\n\r\n" +
+         file + "\r\n";
+  }
+  b += "--" + boundary + "--\r\n";
+  return b;
+}
+
+Reply Transcribe(uint16_t port, const std::vector<std::pair<std::string, std::string>>& fields,
+                 const std::string& file) {
+  const std::string boundary = "----lfmvoxTestBoundary7MA4YWxk";
+  return Call(port, http::verb::post, "/v1/audio/transcriptions", Multipart(boundary, fields, file),
+              "multipart/form-data; boundary=" + boundary);
+}
+
+TEST_F(ServerTest, TranscriptionEqualsTheLibrary) {
+  const std::string wav_path = DataPath("inputs/question.wav");
+  const std::string wav = ReadFile(wav_path);
+  ASSERT_FALSE(wav.empty());
+  const LibOut lib = RunLibrary(
+      TextModel(),
+      [&](Conversation& c) {
+        Status st = c.StartAsr();
+        if (st.ok()) st = c.AddAudioFile(wav_path);
+        if (st.ok()) st = c.EndTurn();
+        if (st.ok()) st = c.StartTurn("assistant");
+        return st;
+      },
+      GenerateOptions::ForAsr(*TextModel()));
+  ASSERT_FALSE(lib.text.empty());
+  auto clip = DecodeAudio(wav, 600);
+  ASSERT_TRUE(clip.ok());
+
+  Reply j = Transcribe(text_port(), {{"model", "whisper-1"}}, wav);
+  ASSERT_EQ(j.status, 200) << j.body;
+  EXPECT_EQ(j.Json()["text"], lib.text);
+  EXPECT_EQ(j.Json()["usage"]["type"], "duration");
+  EXPECT_DOUBLE_EQ(j.Json()["usage"]["seconds"].get<double>(), clip->seconds());
+
+  Reply t = Transcribe(text_port(), {{"response_format", "text"}}, wav);
+  EXPECT_EQ(t.body, lib.text + "\n");
+  Reply srt = Transcribe(text_port(), {{"response_format", "srt"}}, wav);
+  EXPECT_EQ(srt.body.rfind("1\n00:00:00,000 --> 00:00:", 0), 0u) << srt.body;
+  EXPECT_NE(srt.body.find("\n" + lib.text + "\n"), std::string::npos);
+  Reply vtt = Transcribe(text_port(), {{"response_format", "vtt"}}, wav);
+  EXPECT_EQ(vtt.body.rfind("WEBVTT\n\n00:00:00.000 --> 00:00:", 0), 0u) << vtt.body;
+  Reply verbose = Transcribe(
+      text_port(), {{"response_format", "verbose_json"}, {"timestamp_granularities[]", "segment"}}, wav);
+  ASSERT_EQ(verbose.status, 200) << verbose.body;
+  json v = verbose.Json();
+  EXPECT_EQ(v["task"], "transcribe");
+  EXPECT_EQ(v["text"], lib.text) << verbose.body;
+  ASSERT_EQ(v["segments"].size(), 1u);
+  EXPECT_EQ(v["segments"][0]["text"], lib.text);
+  EXPECT_DOUBLE_EQ(v["segments"][0]["end"].get<double>(), clip->seconds());
+
+  // stream=true: the deltas concatenate to the text, and transcript.text.done carries it whole.
+  Reply sse = Transcribe(text_port(), {{"stream", "true"}}, wav);
+  ASSERT_EQ(sse.status, 200);
+  std::vector<std::string> events = SseData(sse.body);
+  ASSERT_GE(events.size(), 2u);
+  std::string joined;
+  for (size_t i = 0; i + 1 < events.size(); ++i) {
+    json e = json::parse(events[i]);
+    ASSERT_EQ(e["type"], "transcript.text.delta");
+    joined += e["delta"].get<std::string>();
+  }
+  EXPECT_EQ(joined, lib.text);
+  json done = json::parse(events.back());
+  EXPECT_EQ(done["type"], "transcript.text.done");
+  EXPECT_EQ(done["text"], lib.text);
+
+  // Bad uploads: 400 each, never a 5xx.
+  ExpectError(Transcribe(text_port(), {{"model", "m"}}, ""), 400, "invalid_request_error");    // no file
+  ExpectError(Transcribe(text_port(), {}, "not audio at all"), 400, "invalid_request_error");  // not audio
+  ExpectError(Transcribe(text_port(), {{"response_format", "xml"}}, wav), 400, "invalid_request_error");
+  ExpectError(Transcribe(text_port(), {{"timestamp_granularities[]", "word"}}, wav), 400,
+              "invalid_request_error");
+  const std::string cut = Multipart("BBB", {}, wav).substr(0, 300);  // no closing boundary
+  ExpectError(Call(text_port(), http::verb::post, "/v1/audio/transcriptions", cut,
+                   "multipart/form-data; boundary=BBB"),
+              400, "invalid_request_error");
+  ExpectError(Call(text_port(), http::verb::post, "/v1/audio/transcriptions", "x", "multipart/form-data"),
+              400, "invalid_request_error");
+  ExpectError(Call(text_port(), http::verb::post, "/v1/audio/transcriptions", "x", "application/json"), 400,
+              "invalid_request_error");
+  // Over the clip limit (10 s here): a 400 naming the limit.
+  std::vector<float> long_clip(16000 * 11, 0.0f);
+  auto long_wav = EncodeAudio(long_clip, 16000, AudioFileFormat::kWav);
+  ASSERT_TRUE(long_wav.ok());
+  Reply too_long = Transcribe(text_port(), {}, *long_wav);
+  ExpectError(too_long, 400, "invalid_request_error");
+  EXPECT_EQ(too_long.Json()["error"]["code"], "limit_exceeded");
+}
+
+// ---- POST /v1/chat/completions ----
+
+TEST_F(ServerTest, ChatStreamEqualsNonStream) {
+  // Text only: the deltas' content concatenates to the non-stream message.
+  json req = {{"model", "demo"},
+              {"messages",
+               {{{"role", "system"}, {"content", "You are terse."}}, {{"role", "user"}, {"content", "Hi"}}}}};
+  Reply whole = Post(text_port(), "/v1/chat/completions", req);
+  ASSERT_EQ(whole.status, 200) << whole.body;
+  json w = whole.Json();
+  EXPECT_EQ(w["object"], "chat.completion");
+  ASSERT_TRUE(w["choices"][0]["message"]["content"].is_string());
+  const std::string answer = w["choices"][0]["message"]["content"];
+  EXPECT_FALSE(answer.empty());
+  req["stream"] = true;
+  Reply streamed = Post(text_port(), "/v1/chat/completions", req);
+  ASSERT_EQ(streamed.status, 200);
+  std::vector<std::string> events = SseData(streamed.body);
+  ASSERT_GE(events.size(), 3u);
+  EXPECT_EQ(events.back(), "[DONE]");
+  std::string joined;
+  for (size_t i = 0; i + 1 < events.size(); ++i) {
+    json c = json::parse(events[i]);
+    EXPECT_EQ(c["object"], "chat.completion.chunk");
+    const json& delta = c["choices"][0]["delta"];
+    if (delta.contains("content")) joined += delta["content"].get<std::string>();
+  }
+  EXPECT_EQ(joined, answer);
+
+  // Speech in and out: a user turn with input_audio; greedy audio so both runs take the same path.
+  const std::string wav = ReadFile(DataPath("inputs/question.wav"));
+  json audio_req = {
+      {"modalities", {"text", "audio"}},
+      {"audio", {{"voice", "alloy"}, {"format", "pcm16"}}},
+      {"temperature", 0},
+      {"messages",
+       {{{"role", "user"},
+         {"content",
+          {{{"type", "input_audio"}, {"input_audio", {{"data", Base64Encode(wav)}, {"format", "wav"}}}}}}}}}};
+  Reply a = Post(text_port(), "/v1/chat/completions", audio_req);
+  ASSERT_EQ(a.status, 200) << a.body;
+  json am = a.Json()["choices"][0]["message"];
+  EXPECT_TRUE(am["content"].is_null());
+  auto pcm = Base64Decode(am["audio"]["data"].get<std::string>(), 1u << 30);
+  ASSERT_TRUE(pcm.ok());
+  const std::string transcript = am["audio"]["transcript"];
+  EXPECT_GT(pcm->size() + transcript.size(), 0u);
+  EXPECT_EQ(pcm->size() % 2, 0u);
+
+  audio_req["stream"] = true;
+  Reply as = Post(text_port(), "/v1/chat/completions", audio_req);
+  ASSERT_EQ(as.status, 200);
+  std::string s_pcm, s_text;
+  for (const std::string& e : SseData(as.body)) {
+    if (e == "[DONE]") continue;
+    json c = json::parse(e);
+    const json& delta = c["choices"][0]["delta"];
+    if (!delta.contains("audio")) continue;
+    if (delta["audio"].contains("data")) {
+      auto b = Base64Decode(delta["audio"]["data"].get<std::string>(), 1u << 30);
+      ASSERT_TRUE(b.ok());
+      s_pcm += *b;
+    }
+    if (delta["audio"].contains("transcript")) s_text += delta["audio"]["transcript"].get<std::string>();
+  }
+  EXPECT_EQ(s_text, transcript);
+  EXPECT_TRUE(s_pcm == *pcm) << "streamed audio differs from the non-stream audio";
+
+  // Bad requests: 400.
+  ExpectError(Post(text_port(), "/v1/chat/completions", json{{"model", "m"}}), 400, "invalid_request_error");
+  ExpectError(
+      Post(text_port(), "/v1/chat/completions", json{{"messages", {{{"role", "robot"}, {"content", "x"}}}}}),
+      400, "invalid_request_error");
+  json no_audio = {{"modalities", {"text", "audio"}}, {"messages", {{{"role", "user"}, {"content", "x"}}}}};
+  ExpectError(Post(text_port(), "/v1/chat/completions", no_audio), 400, "invalid_request_error");
+  json bad_b64 = audio_req;
+  bad_b64["messages"][0]["content"][0]["input_audio"]["data"] = "@@@";
+  ExpectError(Post(text_port(), "/v1/chat/completions", bad_b64), 400, "invalid_request_error");
+  ExpectError(Call(text_port(), http::verb::post, "/v1/chat/completions", "{nope"), 400,
+              "invalid_request_error");
+}
+
+// ---- limits, auth, disconnects ----
+
+TEST(ServerLimits, AuthBodyLimitAndDisconnect) {
+  ASSERT_TRUE(Model());
+  ServerOptions o;
+  o.model = Model();
+  o.port = 0;
+  o.threads = 2;
+  o.api_key = "sekret-key";
+  o.max_body_bytes = 64 * 1024;
+  o.context = 2048;
+  auto s = Server::Start(o);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  ASSERT_TRUE((*s)->WaitReady().ok());
+  const uint16_t port = (*s)->port();
+  const std::string key = "sekret-key";
+
+  // Probes are open; everything else needs the key, compared whole.
+  EXPECT_EQ(Get(port, "/livez").status, 200);
+  EXPECT_EQ(Get(port, "/readyz").status, 200);
+  ExpectError(Get(port, "/v1/models"), 401, "authentication_error");
+  ExpectError(Get(port, "/v1/models", "sekret-ke"), 401, "authentication_error");
+  ExpectError(Get(port, "/v1/models", "sekret-key2"), 401, "authentication_error");
+  ExpectError(Get(port, "/metrics"), 401, "authentication_error");
+  EXPECT_EQ(Get(port, "/v1/models", key).status, 200);
+
+  // A body over 64 KiB: 413, and the server keeps serving.
+  json big = {{"input", std::string(100 * 1024, 'a')}};
+  Reply r = Post(port, "/v1/audio/speech", big, key);
+  ExpectError(r, 413, "invalid_request_error");
+  ExpectError(Call(port, http::verb::post, "/v1/audio/speech", "{\"input\":", "application/json", key), 400,
+              "invalid_request_error");
+
+  // Raw garbage instead of HTTP: a 400, not a crash.
+  {
+    net::io_context ioc;
+    tcp::socket sock(ioc);
+    sock.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), port));
+    net::write(sock, net::buffer(std::string("\x01\x02 garbage \xff\r\n\r\n")));
+    std::string got;
+    beast::error_code ec;
+    std::vector<char> buf(4096);
+    for (;;) {
+      size_t n = sock.read_some(net::buffer(buf), ec);
+      if (ec) break;
+      got.append(buf.data(), n);
+    }
+    EXPECT_EQ(got.rfind("HTTP/1.1 400", 0), 0u) << got;
+  }
+
+  // A client that goes away mid-stream: its session is cancelled and freed (active sessions back to 0,
+  // and far less speech produced than the budget of the whole request).
+  const double out_before = MetricValue(Get(port, "/metrics", key).body, "lfmvox_audio_output_seconds_total");
+  {
+    net::io_context ioc;
+    tcp::socket sock(ioc);
+    sock.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), port));
+    http::request<http::string_body> req{http::verb::post, "/v1/audio/speech", 11};
+    req.set(http::field::host, "127.0.0.1");
+    req.set(http::field::authorization, "Bearer " + key);
+    req.set(http::field::content_type, "application/json");
+    req.body() = json{{"input", kSpeechText}, {"response_format", "pcm"}, {"temperature", 0}}.dump();
+    req.keep_alive(false);
+    req.prepare_payload();
+    http::write(sock, req);
+    // Read until some audio has arrived (the header and a first chunk), then hang up.
+    std::string got;
+    std::vector<char> buf(4096);
+    while (got.size() < 8192) {
+      beast::error_code ec;
+      size_t n = sock.read_some(net::buffer(buf), ec);
+      ASSERT_FALSE(ec) << ec.message();
+      got.append(buf.data(), n);
+    }
+    EXPECT_EQ(got.rfind("HTTP/1.1 200", 0), 0u);
+    sock.close();
+  }
+  double active = -1;
+  for (int i = 0; i < 200; ++i) {
+    std::string m = Get(port, "/metrics", key).body;
+    active = MetricValue(m, "lfmvox_active_sessions");
+    if (active == 0 && MetricValue(m, "lfmvox_audio_output_seconds_total") > out_before) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_EQ(active, 0);
+  const double produced =
+      MetricValue(Get(port, "/metrics", key).body, "lfmvox_audio_output_seconds_total") - out_before;
+  const double budget = GenerateOptions::ForTts(*Model()).max_new_tokens * 0.08;  // 80 ms frames
+  EXPECT_GT(produced, 0);
+  EXPECT_LT(produced, budget / 2) << "the session ran on after its client left";
+  (*s)->Stop();
+}
+
+// ---- the multipart parser and base64 on their own ----
+
+TEST(ServerCodec, MultipartAndBase64) {
+  const std::string body =
+      "preamble\r\n--XY\r\nContent-Disposition: form-data; name=\"a\"\r\n\r\n1\r\n"
+      "--XY\r\nContent-Disposition: form-data; name=\"file\"; filename=\"x;y.wav\"\r\nContent-Type: "
+      "audio/wav\r\n\r\n"
+      "\r\n--X not the end\r\n--XY--\r\n";
+  auto parts = ParseMultipart(body, "XY");
+  ASSERT_TRUE(parts.ok()) << parts.status().ToString();
+  ASSERT_EQ(parts->size(), 2u);
+  EXPECT_EQ((*parts)[0].name, "a");
+  EXPECT_EQ((*parts)[0].body, "1");
+  EXPECT_EQ((*parts)[1].filename, "x;y.wav");
+  EXPECT_EQ((*parts)[1].content_type, "audio/wav");
+  EXPECT_EQ((*parts)[1].body, "\r\n--X not the end");
+  EXPECT_FALSE(ParseMultipart(body.substr(0, body.size() - 12), "XY").ok());  // cut before the last boundary
+  EXPECT_FALSE(
+      ParseMultipart("--XY\r\nContent-Disposition: form-data\r\n\r\nv\r\n--XY--", "XY").ok());  // no name
+  auto b = MultipartBoundary("multipart/form-data; boundary=\"a b\"");
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(*b, "a b");
+  // RFC 4648 test vectors.
+  const std::pair<const char*, const char*> vectors[] = {{"", ""},
+                                                         {"f", "Zg=="},
+                                                         {"fo", "Zm8="},
+                                                         {"foo", "Zm9v"},
+                                                         {"foob", "Zm9vYg=="},
+                                                         {"fooba", "Zm9vYmE="},
+                                                         {"foobar", "Zm9vYmFy"}};
+  for (const auto& [plain, coded] : vectors) {
+    EXPECT_EQ(Base64Encode(plain), coded);
+    auto d = Base64Decode(coded, 100);
+    ASSERT_TRUE(d.ok());
+    EXPECT_EQ(*d, plain);
+  }
+  EXPECT_FALSE(Base64Decode("Zm9v!", 100).ok());
+  EXPECT_FALSE(Base64Decode("Zm9vYmFy", 5).ok());
+  EXPECT_TRUE(ConstantTimeEquals("abc", "abc"));
+  EXPECT_FALSE(ConstantTimeEquals("abc", "abd"));
+  EXPECT_FALSE(ConstantTimeEquals("abc", "abcd"));
+}
+
+}  // namespace
+}  // namespace lfmvox::server
