@@ -563,98 +563,99 @@ TEST(Cli, HelpOfEachCommandMatchesItsParser) {
   const CliRun none = Cli("help no-such-command");
   EXPECT_EQ(none.exit_code, 2);
   EXPECT_NE(none.err.find("no command no-such-command"), std::string::npos) << none.err;
-  // Issue 10, class 6: non-finite weights, on poisoned copies of the oracle checkpoints
-  // (tests/poison_util.h). A NaN in lfm25_tiny's layer 0 w1 (element 1000) or a +inf in lfm25_detok's
-  // (element 5) fails the load naming the tensor; with --no-weight-check the run fails on the non-finite
-  // values instead of printing tokens (greedy NaN logits used to give <|pad|> forever) or writing a silent
-  // WAV, and leaves no WAV.
-  TEST(Cli, NonFiniteWeightsAreRefused) {
-    const std::string w1 = "lfm.layers.0.feed_forward.w1.weight";
-    const std::string backbone =
-        testing::PoisonedCopy("cli_backbone", testing::DataPath("lfm25_tiny"), w1, 1000, NAN);
-    std::string ids;
-    for (int64_t v : testing::LoadTrace("lfm25_tiny/traces/tts__text_ids.npy").ToInt64()) {
-      ids += (ids.empty() ? "" : ", ") + std::to_string(v);
-    }
-    const std::string prompt = testing::ScratchPath("prompt_poison.json");
-    std::ofstream(prompt) << "[{\"ids\": [" << ids << "]}]";
-    CliRun r = Cli("generate --model " + backbone + " --prompt " + prompt + " --max-new 8 --quiet");
-    EXPECT_EQ(r.exit_code, 1) << r.err;
-    EXPECT_NE(r.err.find(w1 + " holds NaN at element 1000"), std::string::npos) << r.err;
-    EXPECT_EQ(r.out, "");
-    r = Cli("generate --model " + backbone + " --prompt " + prompt +
-            " --max-new 8 --quiet --no-weight-check");
-    EXPECT_EQ(r.exit_code, 1) << r.err;
-    EXPECT_NE(r.err.find("non-finite"), std::string::npos) << r.err;
-    EXPECT_EQ(r.out, "") << "no item may be printed from NaN logits";
+}
 
-    const std::string detok = testing::PoisonedCopy("cli_detok", kModel, w1, 5, INFINITY);
-    const std::string wav = testing::ScratchPath("poison.wav");
-    std::filesystem::remove(wav);
-    r = Cli("detokenize --model " + detok + " --codes " + kCodes + " -o " + wav);
-    EXPECT_EQ(r.exit_code, 1) << r.err;
-    EXPECT_NE(r.err.find(w1 + " holds +inf at element 5 (index [0, 5])"), std::string::npos) << r.err;
-    EXPECT_FALSE(std::filesystem::exists(wav));
-    r = Cli("detokenize --model " + detok + " --codes " + kCodes + " -o " + wav + " --no-weight-check");
-    EXPECT_EQ(r.exit_code, 1) << r.err;
-    EXPECT_NE(r.err.find("non-finite"), std::string::npos) << r.err;
-    EXPECT_FALSE(std::filesystem::exists(wav)) << "no all-zero WAV";
+// Issue 10, class 6: non-finite weights, on poisoned copies of the oracle checkpoints
+// (tests/poison_util.h). A NaN in lfm25_tiny's layer 0 w1 (element 1000) or a +inf in lfm25_detok's
+// (element 5) fails the load naming the tensor; with --no-weight-check the run fails on the non-finite
+// values instead of printing tokens (greedy NaN logits used to give <|pad|> forever) or writing a silent
+// WAV, and leaves no WAV.
+TEST(Cli, NonFiniteWeightsAreRefused) {
+  const std::string w1 = "lfm.layers.0.feed_forward.w1.weight";
+  const std::string backbone =
+      testing::PoisonedCopy("cli_backbone", testing::DataPath("lfm25_tiny"), w1, 1000, NAN);
+  std::string ids;
+  for (int64_t v : testing::LoadTrace("lfm25_tiny/traces/tts__text_ids.npy").ToInt64()) {
+    ids += (ids.empty() ? "" : ", ") + std::to_string(v);
   }
+  const std::string prompt = testing::ScratchPath("prompt_poison.json");
+  std::ofstream(prompt) << "[{\"ids\": [" << ids << "]}]";
+  CliRun r = Cli("generate --model " + backbone + " --prompt " + prompt + " --max-new 8 --quiet");
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find(w1 + " holds NaN at element 1000"), std::string::npos) << r.err;
+  EXPECT_EQ(r.out, "");
+  r = Cli("generate --model " + backbone + " --prompt " + prompt + " --max-new 8 --quiet --no-weight-check");
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("non-finite"), std::string::npos) << r.err;
+  EXPECT_EQ(r.out, "") << "no item may be printed from NaN logits";
 
-  // Issue 10, class 5: a tokenizer.json whose pre-tokenizer is `a(?=.*.*.*!)` (lfm25_tiny otherwise): a
-  // prompt of 1600 a's stops on the per-text regex budget with a clear error (it ran > 60 s), and writes no
-  // WAV.
-  TEST(Cli, HostileRegexStopsOnItsBudget) {
-    const std::string dir = testing::PatternCopy("cli", testing::DataPath("lfm25_tiny"), "a(?=.*.*.*!)");
-    const std::string wav = testing::ScratchPath("regex.wav");
-    std::filesystem::remove(wav);
-    const std::string prompt = testing::ScratchPath("prompt_regex.json");
-    std::ofstream(prompt) << "[{\"text\": \"" << std::string(1600, 'a') << "\"}]";
-    const CliRun r = Cli("generate --model " + dir + " --prompt " + prompt + " -o " + wav + " --quiet");
-    EXPECT_EQ(r.exit_code, 1) << r.err;
-    EXPECT_NE(r.err.find("match steps for a 1600-byte text"), std::string::npos) << r.err;
-    EXPECT_FALSE(std::filesystem::exists(wav));
-  }
+  const std::string detok = testing::PoisonedCopy("cli_detok", kModel, w1, 5, INFINITY);
+  const std::string wav = testing::ScratchPath("poison.wav");
+  std::filesystem::remove(wav);
+  r = Cli("detokenize --model " + detok + " --codes " + kCodes + " -o " + wav);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find(w1 + " holds +inf at element 5 (index [0, 5])"), std::string::npos) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(wav));
+  r = Cli("detokenize --model " + detok + " --codes " + kCodes + " -o " + wav + " --no-weight-check");
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("non-finite"), std::string::npos) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(wav)) << "no all-zero WAV";
+}
 
-  // Issue 10, class 3: an allocation failure is an error, not an abort. The address space is capped with
-  // `ulimit -v`: first the smallest cap (in 8 MiB steps) at which `generate --context 64` on lfm25_tiny runs,
-  // then 48 MiB above it `--context 128000` (~190 MiB more of caches and history, inside the memory budget)
-  // must fail with exit 1 and the out-of-memory message instead of SIGABRT (134).
-  TEST(Cli, OutOfMemoryIsAnErrorNotAnAbort) {
-    const std::string prompt = testing::ScratchPath("prompt_oom.json");
-    std::ofstream(prompt) << "[{\"ids\": [1, 6, 7]}]";
-    auto run = [&](int mib, const std::string& context) {
-      return RunBinary("ulimit -v " + std::to_string(mib * 1024) + "; exec " + LFMVOX_CLI,
-                       "generate --model " + testing::DataPath("lfm25_tiny") + " --prompt " + prompt +
-                           " --max-new 1 --threads 1 --context " + context);
-    };
-    int lo = 8, hi = 8192;  // run(hi) works, run(lo) does not
-    ASSERT_EQ(run(hi, "64").exit_code, 0) << run(hi, "64").err;
-    while (hi - lo > 8) {
-      const int mid = (lo + hi) / 2;
-      (run(mid, "64").exit_code == 0 ? hi : lo) = mid;
-    }
-    const CliRun r = run(hi + 48, "128000");
-    EXPECT_EQ(r.exit_code, 1) << "cap " << hi + 48 << " MiB: " << r.err;
-    EXPECT_NE(r.err.find("ran out of memory"), std::string::npos) << r.err;
-    EXPECT_NE(r.err.find("--context"), std::string::npos) << r.err;
-  }
+// Issue 10, class 5: a tokenizer.json whose pre-tokenizer is `a(?=.*.*.*!)` (lfm25_tiny otherwise): a
+// prompt of 1600 a's stops on the per-text regex budget with a clear error (it ran > 60 s), and writes no
+// WAV.
+TEST(Cli, HostileRegexStopsOnItsBudget) {
+  const std::string dir = testing::PatternCopy("cli", testing::DataPath("lfm25_tiny"), "a(?=.*.*.*!)");
+  const std::string wav = testing::ScratchPath("regex.wav");
+  std::filesystem::remove(wav);
+  const std::string prompt = testing::ScratchPath("prompt_regex.json");
+  std::ofstream(prompt) << "[{\"text\": \"" << std::string(1600, 'a') << "\"}]";
+  const CliRun r = Cli("generate --model " + dir + " --prompt " + prompt + " -o " + wav + " --quiet");
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("match steps for a 1600-byte text"), std::string::npos) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(wav));
+}
 
-  // Issue 10, item 1: LFMVOX_MEMORY_LIMIT=4M refuses a 4096-position conversation of lfm25_tiny before it
-  // allocates (6.2 MiB of state: see hostile_test's SessionBudget), naming the sizes and --context; 256
-  // positions run.
-  TEST(Cli, SessionStateIsCheckedAgainstTheMemoryLimit) {
-    const std::string prompt = testing::ScratchPath("prompt_budget.json");
-    std::ofstream(prompt) << "[{\"ids\": [1, 6, 7]}]";
-    const std::string base = "generate --model " + testing::DataPath("lfm25_tiny") + " --prompt " + prompt +
-                             " --max-new 1 --context ";
-    CliRun r = RunBinary("LFMVOX_MEMORY_LIMIT=4M " + std::string(LFMVOX_CLI), base + "4096");
-    EXPECT_EQ(r.exit_code, 1) << r.err;
-    EXPECT_NE(r.err.find("a conversation of 4096 positions needs"), std::string::npos) << r.err;
-    EXPECT_NE(r.err.find("lower the context"), std::string::npos) << r.err;
-    r = RunBinary("LFMVOX_MEMORY_LIMIT=4M " + std::string(LFMVOX_CLI), base + "256");
-    EXPECT_EQ(r.exit_code, 0) << r.err;
+// Issue 10, class 3: an allocation failure is an error, not an abort. The address space is capped with
+// `ulimit -v`: first the smallest cap (in 8 MiB steps) at which `generate --context 64` on lfm25_tiny runs,
+// then 48 MiB above it `--context 128000` (~190 MiB more of caches and history, inside the memory budget)
+// must fail with exit 1 and the out-of-memory message instead of SIGABRT (134).
+TEST(Cli, OutOfMemoryIsAnErrorNotAnAbort) {
+  const std::string prompt = testing::ScratchPath("prompt_oom.json");
+  std::ofstream(prompt) << "[{\"ids\": [1, 6, 7]}]";
+  auto run = [&](int mib, const std::string& context) {
+    return RunBinary("ulimit -v " + std::to_string(mib * 1024) + "; exec " + LFMVOX_CLI,
+                     "generate --model " + testing::DataPath("lfm25_tiny") + " --prompt " + prompt +
+                         " --max-new 1 --threads 1 --context " + context);
+  };
+  int lo = 8, hi = 8192;  // run(hi) works, run(lo) does not
+  ASSERT_EQ(run(hi, "64").exit_code, 0) << run(hi, "64").err;
+  while (hi - lo > 8) {
+    const int mid = (lo + hi) / 2;
+    (run(mid, "64").exit_code == 0 ? hi : lo) = mid;
   }
+  const CliRun r = run(hi + 48, "128000");
+  EXPECT_EQ(r.exit_code, 1) << "cap " << hi + 48 << " MiB: " << r.err;
+  EXPECT_NE(r.err.find("ran out of memory"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--context"), std::string::npos) << r.err;
+}
+
+// Issue 10, item 1: LFMVOX_MEMORY_LIMIT=4M refuses a 4096-position conversation of lfm25_tiny before it
+// allocates (6.2 MiB of state: see hostile_test's SessionBudget), naming the sizes and --context; 256
+// positions run.
+TEST(Cli, SessionStateIsCheckedAgainstTheMemoryLimit) {
+  const std::string prompt = testing::ScratchPath("prompt_budget.json");
+  std::ofstream(prompt) << "[{\"ids\": [1, 6, 7]}]";
+  const std::string base = "generate --model " + testing::DataPath("lfm25_tiny") + " --prompt " + prompt +
+                           " --max-new 1 --context ";
+  CliRun r = RunBinary("LFMVOX_MEMORY_LIMIT=4M " + std::string(LFMVOX_CLI), base + "4096");
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("a conversation of 4096 positions needs"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("lower the context"), std::string::npos) << r.err;
+  r = RunBinary("LFMVOX_MEMORY_LIMIT=4M " + std::string(LFMVOX_CLI), base + "256");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+}
 
 }  // namespace
 }  // namespace lfmvox
