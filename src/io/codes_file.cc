@@ -1,8 +1,13 @@
 #include "io/codes_file.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <limits>
 
+#include "base/file_read.h"
 #include "io/file_util.h"
 #include "io/npy.h"
 
@@ -10,7 +15,7 @@ namespace lfmvox {
 
 namespace {
 
-// Text files larger than this are refused before reading: 2^24 frames of 8 four-digit codes are ~670 MB.
+// .npy files larger than this are refused before reading.
 constexpr uint64_t kMaxCodesFileBytes = 1ull << 30;
 constexpr int64_t kMaxCode = std::numeric_limits<int32_t>::max();
 
@@ -119,39 +124,104 @@ Result<CodeFrames> ParseCodesNpy(std::string_view data, int num_codebooks) {
 
 }  // namespace
 
-Result<CodeFrames> ParseCodesText(std::string_view text, int num_codebooks) {
-  LFM_RETURN_IF_ERROR(CheckCodebooks(num_codebooks));
-  CodeFrames out;
-  out.num_codebooks = num_codebooks;
-  size_t line_no = 0;
-  while (!text.empty()) {
-    ++line_no;
-    const size_t nl = text.find('\n');
-    std::string_view line = text.substr(0, nl);
-    text.remove_prefix(nl == std::string_view::npos ? text.size() : nl + 1);
+namespace {
+
+// A line longer than this is not a frame of codes (kMaxCodebooks codes of ten digits are ~700 bytes).
+constexpr size_t kMaxCodesLineBytes = size_t{1} << 20;
+
+Status LineTooLong(size_t line_no) {
+  return InvalidArgument(StrFormat(
+      "line %zu is longer than %zu bytes; this is not a file of codes (one frame of codes per line)", line_no,
+      kMaxCodesLineBytes));
+}
+
+// Text codes line by line, so a file is parsed as it is read: memory is the frames found plus one line.
+class CodesTextParser {
+ public:
+  explicit CodesTextParser(int num_codebooks) { out_.num_codebooks = num_codebooks; }
+
+  Status Line(std::string_view line) {
+    ++line_no_;
+    if (line.size() > kMaxCodesLineBytes) return LineTooLong(line_no_);
     line = line.substr(0, line.find('#'));
-    LFM_ASSIGN_OR_RETURN(const size_t count, ParseLine(line, line_no, &out.codes));
-    if (count == 0) continue;  // blank or comment-only
-    if (count != static_cast<size_t>(num_codebooks)) {
-      return InvalidArgument(
-          StrFormat("line %zu has %zu codes; expected %d (one per codebook)", line_no, count, num_codebooks));
+    LFM_ASSIGN_OR_RETURN(const size_t count, ParseLine(line, line_no_, &out_.codes));
+    if (count == 0) return Status::Ok();  // blank or comment-only
+    if (count != static_cast<size_t>(out_.num_codebooks)) {
+      return InvalidArgument(StrFormat("line %zu has %zu codes; expected %d (one per codebook)", line_no_,
+                                       count, out_.num_codebooks));
     }
-    if (out.frames() > kMaxCodeFrames) {
+    if (out_.frames() > kMaxCodeFrames) {
       return OutOfRange(
           StrFormat("more than %zu code frames; refusing an absurdly long input", kMaxCodeFrames));
     }
+    return Status::Ok();
   }
-  if (out.codes.empty())
-    return InvalidArgument("no code frames found (one line of codes per frame expected)");
-  return out;
+
+  size_t line_no() const { return line_no_; }
+
+  Result<CodeFrames> Finish() && {
+    if (out_.codes.empty())
+      return InvalidArgument("no code frames found (one line of codes per frame expected)");
+    return std::move(out_);
+  }
+
+ private:
+  CodeFrames out_;
+  size_t line_no_ = 0;
+};
+
+Result<CodeFrames> ReadCodesText(const OpenedFile& file, int num_codebooks) {
+  CodesTextParser parser(num_codebooks);
+  std::string pending;  // the start of a line the last read cut
+  std::vector<char> buf(size_t{1} << 20);
+  for (;;) {
+    const ssize_t n = ::read(file.fd, buf.data(), buf.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return IoError(std::string("cannot read: ") + std::strerror(errno));
+    if (n == 0) break;
+    std::string_view chunk(buf.data(), static_cast<size_t>(n));
+    for (size_t nl; (nl = chunk.find('\n')) != std::string_view::npos; chunk.remove_prefix(nl + 1)) {
+      if (pending.empty()) {
+        LFM_RETURN_IF_ERROR(parser.Line(chunk.substr(0, nl)));
+      } else {
+        pending.append(chunk.substr(0, nl));
+        LFM_RETURN_IF_ERROR(parser.Line(pending));
+        pending.clear();
+      }
+    }
+    pending.append(chunk);
+    if (pending.size() > kMaxCodesLineBytes) return LineTooLong(parser.line_no() + 1);
+  }
+  if (!pending.empty()) LFM_RETURN_IF_ERROR(parser.Line(pending));
+  return std::move(parser).Finish();
+}
+
+}  // namespace
+
+Result<CodeFrames> ParseCodesText(std::string_view text, int num_codebooks) {
+  LFM_RETURN_IF_ERROR(CheckCodebooks(num_codebooks));
+  CodesTextParser parser(num_codebooks);
+  while (!text.empty()) {
+    const size_t nl = text.find('\n');
+    LFM_RETURN_IF_ERROR(parser.Line(text.substr(0, nl)));
+    text.remove_prefix(nl == std::string_view::npos ? text.size() : nl + 1);
+  }
+  return std::move(parser).Finish();
 }
 
 Result<CodeFrames> ReadCodesFile(const std::string& path, int num_codebooks) {
   LFM_RETURN_IF_ERROR(CheckCodebooks(num_codebooks));
-  LFM_ASSIGN_OR_RETURN(const std::string data, ReadFileToString(path, kMaxCodesFileBytes));
-  Result<CodeFrames> r = std::string_view(data).starts_with("\x93NUMPY")
-                             ? ParseCodesNpy(data, num_codebooks)
-                             : ParseCodesText(data, num_codebooks);
+  LFM_ASSIGN_OR_RETURN(const OpenedFile file, OpenRegularFile(path));
+  // A .npy array is read whole (bounded by kMaxCodesFileBytes); text is parsed as it is read.
+  char magic[6] = {};
+  const bool npy = ::pread(file.fd, magic, sizeof magic, 0) == static_cast<ssize_t>(sizeof magic) &&
+                   std::string_view(magic, sizeof magic) == "\x93NUMPY";
+  Result<CodeFrames> r = [&]() -> Result<CodeFrames> {
+    if (!npy) return ReadCodesText(file, num_codebooks);
+    LFM_ASSIGN_OR_RETURN(const std::string data, ReadFileToString(path, kMaxCodesFileBytes));
+    return ParseCodesNpy(data, num_codebooks);
+  }();
+  ::close(file.fd);
   if (!r.ok()) return r.status().WithContext(path);
   return r;
 }

@@ -152,6 +152,32 @@ TEST(ReadCodesFileTest, TextFileAndMissingFile) {
   EXPECT_EQ(ReadCodesFile(dir.path(), 2).status().code(), StatusCode::kInvalidArgument);
 }
 
+// A text file is parsed as it is read, 1 MiB at a time: lines cut by a read boundary (with comments and
+// CRLF ends) give the codes ParseCodesText gives on the whole text, and a line past 1 MiB is refused
+// before the rest of the file is read.
+TEST(ReadCodesFileTest, TextIsParsedAcrossReadBoundaries) {
+  ScratchDir dir;
+  ASSERT_TRUE(dir.ok());
+  std::string text;
+  for (int i = 0; text.size() < (3u << 20); ++i) {
+    text += std::to_string(i % 2049) + ", " + std::to_string(i % 7) + " " + std::to_string(i) +
+            (i % 3 ? "\r\n" : "  # frame\n");
+  }
+  const std::string path = dir.File("long.txt");
+  ASSERT_TRUE(WriteBytes(path, text));
+  Result<CodeFrames> whole = ParseCodesText(text, 3);
+  Result<CodeFrames> read = ReadCodesFile(path, 3);
+  ASSERT_TRUE(whole.ok() && read.ok()) << read.status().ToString();
+  EXPECT_GT(read->frames(), 150000u);
+  EXPECT_EQ(read->codes, whole->codes);
+
+  ASSERT_TRUE(WriteBytes(path, "1 2 3\n" + std::string((1u << 20) + 1, ' ') + "4 5 6\n"));
+  Result<CodeFrames> bad = ReadCodesFile(path, 3);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("line 2 is longer than 1048576 bytes"), std::string::npos)
+      << bad.status().message();
+}
+
 // The fuzz seeds in fuzz/corpus/codes/ stay what their names say: valid_* parse, invalid_* do not.
 TEST(ParseCodesTextTest, FuzzSeedsAreWhatTheirNamesSay) {
   const std::filesystem::path dir = std::filesystem::path(LFMVOX_TEST_DATA_DIR) / "../../fuzz/corpus/codes";
