@@ -9,41 +9,14 @@
 
 #include "io/safetensors.h"
 #include "tensor/dtype.h"
+#include "tools/random.h"
 
 namespace lfmvox::tools {
 
 namespace {
 
-// SplitMix64 with Box–Muller: fast, seeded, the same on every platform.
-class Rng {
- public:
-  explicit Rng(uint64_t seed) : s_(seed) {}
-  uint64_t Next() {
-    uint64_t z = (s_ += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
-  double Uniform() { return (static_cast<double>(Next() >> 11) + 0.5) * 0x1.0p-53; }
-  float Normal() {
-    if (has_spare_) {
-      has_spare_ = false;
-      return spare_;
-    }
-    const double r = std::sqrt(-2.0 * std::log(Uniform())), t = 2.0 * M_PI * Uniform();
-    spare_ = static_cast<float>(r * std::sin(t));
-    has_spare_ = true;
-    return static_cast<float>(r * std::cos(t));
-  }
-
- private:
-  uint64_t s_;
-  float spare_ = 0;
-  bool has_spare_ = false;
-};
-
 struct Builder {
-  Rng rng;
+  NormalRng rng;
   std::vector<std::vector<uint16_t>> bf16;  // owned storage (stable: vector of vectors)
   std::vector<std::vector<float>> f32;
   std::vector<TensorToWrite> tensors;
@@ -117,7 +90,7 @@ Status WriteRandomDetokenizer(const std::string& dir, const DetokenizerShape& s)
   if (s.codebooks != 8) cfg["codebooks"] = s.codebooks;
   std::ofstream(out + "/config.json") << cfg.dump(2) << "\n";
 
-  Builder b{Rng(s.seed), {}, {}, {}, false};
+  Builder b{NormalRng(s.seed), {}, {}, {}, false};
   b.bf16.reserve(16 * static_cast<size_t>(s.layers) + 8);
   const int64_t H = s.hidden;
   b.Add("emb.emb.weight", {int64_t{s.codebooks} * s.codebook_size, H}, 0.0f, 1.0f);
@@ -270,7 +243,7 @@ Status WriteRandomLfm25Audio(const std::string& dir, const Lfm25AudioShape& s) {
                         {"depthformer", {{"layers", s.depth_layers}, {"dim", s.depth_dim}, {"tie", true}}}};
   std::ofstream(dir + "/config.json") << cfg.dump(2) << "\n";
 
-  Builder b{Rng(s.seed), {}, {}, {}, true};
+  Builder b{NormalRng(s.seed), {}, {}, {}, true};
   b.bf16.reserve(static_cast<size_t>(16 * s.layers + 16 * s.depth_layers + 8 * s.codebooks + 16));
   std::vector<int64_t> offsets(static_cast<size_t>(C));
   for (int64_t k = 0; k < C; ++k) offsets[static_cast<size_t>(k)] = k * V;

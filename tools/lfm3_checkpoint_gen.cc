@@ -9,6 +9,7 @@
 
 #include "io/safetensors.h"
 #include "tensor/dtype.h"
+#include "tools/random.h"
 
 namespace lfmvox::tools {
 
@@ -16,17 +17,12 @@ namespace {
 
 // SplitMix64 uniform draws of the recipe's variances (the fast mode of checkpoint_gen.cc's builder).
 struct Builder {
-  uint64_t s;
+  NormalRng rng;
   std::vector<std::vector<uint16_t>> bf16;  // owned storage (stable: vector of vectors)
   std::vector<std::vector<float>> f32;
   std::vector<TensorToWrite> tensors;
 
-  uint64_t Next() {
-    uint64_t z = (s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
+  uint64_t Next() { return rng.Next(); }
   void Add(const std::string& name, std::vector<int64_t> shape, float mean, float stddev) {
     int64_t n = 1;
     for (int64_t d : shape) n *= d;
@@ -208,7 +204,7 @@ Status WriteRandomLfm3(const std::string& dir, const Lfm3Shape& s) {
   }
   std::ofstream(dir + "/config.json") << cfg.dump(1) << "\n";
 
-  Builder b{s.seed, {}, {}, {}};
+  Builder b{NormalRng(s.seed), {}, {}, {}};
   b.bf16.reserve(512);
   const int64_t Hc = s.codec_hidden;
   b.Matrix("codec.quantizer.project_out.weight", s.quantizer_dim, kCodebooks * 4);

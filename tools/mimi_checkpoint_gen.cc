@@ -7,32 +7,14 @@
 
 #include "io/safetensors.h"
 #include "tensor/dtype.h"
+#include "tools/random.h"
 
 namespace lfmvox::tools {
 
 namespace {
 
-class Rng {  // SplitMix64 with Box–Muller, as checkpoint_gen.cc
- public:
-  explicit Rng(uint64_t seed) : s_(seed) {}
-  uint64_t Next() {
-    uint64_t z = (s_ += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
-  double Uniform() { return (static_cast<double>(Next() >> 11) + 0.5) * 0x1.0p-53; }
-  float Normal() {
-    const double r = std::sqrt(-2.0 * std::log(Uniform())), t = 2.0 * M_PI * Uniform();
-    return static_cast<float>(r * std::cos(t));
-  }
-
- private:
-  uint64_t s_;
-};
-
 struct Builder {
-  Rng rng;
+  NormalRng rng;
   bool bf16 = false;
   std::vector<std::vector<float>> f32;
   std::vector<std::vector<uint16_t>> half;
@@ -85,7 +67,7 @@ Status WriteRandomMimi(const std::string& dir, const MimiShape& s) {
     return InvalidArgument(
         "WriteRandomMimi: the kyutai layout has no config, so context, heads and codebooks "
         "must be get_mimi's (250, 8, 8)");
-  Builder b{Rng(s.seed)};
+  Builder b{NormalRng(s.seed), false, {}, {}, {}};
   b.bf16 = s.bf16;
   const int64_t H = s.latent, D = s.codebook_dim, V = s.bins;
   b.f32.reserve(512);
