@@ -297,6 +297,42 @@ bool Audio() {
   return ok;
 }
 
+// --- server request bodies (fuzz_server: the first byte picks the parser, mod 4) ----------------------
+// '0': the transcription form ("Content-Type\nbody"), '1': speech JSON, '2': chat JSON, '3': base64.
+std::string Form(size_t parts, const std::string& file_body) {
+  std::string r = "0multipart/form-data; boundary=XY\n";
+  for (size_t i = 0; i < parts; ++i) r += "--XY\r\nContent-Disposition: form-data; name=\"p\"\r\n\r\nv\r\n";
+  return r + "--XY\r\nContent-Disposition: form-data; name=\"file\"; filename=\"a.wav\"\r\n\r\n" + file_body +
+         "\r\n--XY--\r\n";
+}
+bool Server() {
+  bool ok = true;
+  ok &= Write("server", "form_valid", Form(1, "RIFF"));
+  ok &= Write("server", "form_many_parts", Form(20000, ""));
+  ok &= Write("server", "form_1mb_file", Form(0, std::string(kMax - 200, 'x')));
+  ok &= Write("server", "form_truncated", Form(1, std::string(kMax / 2, 'x')).substr(0, kMax / 2));
+  ok &= Write("server", "form_long_header",
+              "0multipart/form-data; boundary=XY\n--XY\r\nContent-Disposition: form-data; name=\"" +
+                  std::string(kMax - 200, 'n') + "\"\r\n\r\nv\r\n--XY--\r\n");
+  ok &=
+      Write("server", "form_long_boundary", "0multipart/form-data; boundary=" + std::string(kMax - 64, 'b'));
+  ok &= Write("server", "speech_deep", "1{\"input\":" + DeepArray(100000) + "}");
+  ok &= Write("server", "speech_deep_object", "1" + DeepObject(60000));
+  ok &= Write("server", "speech_long_input", "1{\"input\":\"" + std::string(kMax - 64, 'x') + "\"}");
+  ok &= Write("server", "speech_wide", "1{\"input\":\"hi\",\"voice\":" + WideArray(500000) + "}");
+  ok &= Write("server", "speech_seed_2_64", "1{\"input\":\"hi\",\"seed\":18446744073709551616}");
+  ok &= Write("server", "chat_deep_content",
+              "2{\"messages\":[{\"role\":\"user\",\"content\":" + DeepArray(100000) + "}]}");
+  ok &= Write("server", "chat_many_messages",
+              "2{\"messages\":[" + Repeat("{\"role\":\"user\",\"content\":\"hi\"},", 30000) + "{}]}");
+  ok &= Write("server", "chat_1mb_audio",
+              "2{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"input_audio\",\"input_audio\":{"
+              "\"data\":\"" +
+                  std::string(kMax - 200, 'A') + "\",\"format\":\"wav\"}}]}]}");
+  ok &= Write("server", "base64_1mb", "3" + std::string(kMax - 1, 'Q'));
+  return ok;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -305,8 +341,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   g_out = argv[1];
-  const bool ok =
-      Config() && Tokenizer() && Prompt() && SafetensorsSeeds() && Gguf() && NpySeeds() && Codes() && Audio();
+  const bool ok = Config() && Tokenizer() && Prompt() && SafetensorsSeeds() && Gguf() && NpySeeds() &&
+                  Codes() && Audio() && Server();
   if (!ok) {
     std::fprintf(stderr, "make_seeds: cannot write under %s\n", argv[1]);
     return 1;

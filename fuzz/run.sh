@@ -18,7 +18,7 @@ secs=${1:?usage: fuzz/run.sh SECONDS}
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${LFMVOX_FUZZ_BUILD_DIR:-$root/build-fuzz}
 jobs=${LFMVOX_FUZZ_JOBS:-2}
-names=(${LFMVOX_FUZZ_TARGETS:-safetensors gguf codes npy tokenizer audio config prompt})
+names=(${LFMVOX_FUZZ_TARGETS:-safetensors gguf codes npy tokenizer audio config prompt server})
 targets=("${names[@]/#/fuzz_}")
 
 if [[ ! -f "$build/CMakeCache.txt" ]]; then

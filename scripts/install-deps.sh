@@ -14,6 +14,7 @@ PACKAGES=(
   clang-format                          # the checked-in .clang-format, enforced by scripts/test.sh
   libkissfft-dev                        # only a yardstick in bench_fft, which picks our own FFT (BSD-3)
   libpcre2-dev                          # PCRE2: Unicode-property regex, tokenizer pre-tokenizer (BSD-3)
+  nodejs npm                            # test only: the official `openai` npm client against `lfmvox serve` (tests/clients)
   libboost-dev                          # Boost.Beast/Asio, header-only: HTTP/1.1 (and WebSocket) for `lfmvox serve` (BSL-1.0)
   nginx curl                            # tests only: two `serve` replicas behind deploy/nginx.conf (docs/deploy.md)
 )

@@ -34,6 +34,7 @@
 #include "codec_util.h"
 #include "lfmvox/audio_io.h"
 #include "lfmvox/lfmvox.h"
+#include "request_parse.h"
 #include "trace_util.h"
 
 namespace lfmvox::server {
@@ -711,6 +712,32 @@ TEST(ServerCodec, MultipartAndBase64) {
   EXPECT_TRUE(ConstantTimeEquals("abc", "abc"));
   EXPECT_FALSE(ConstantTimeEquals("abc", "abd"));
   EXPECT_FALSE(ConstantTimeEquals("abc", "abcd"));
+}
+
+// ---- request bodies: JSON within depth and value limits (request_parse.h) ----
+
+TEST(ServerCodec, RequestJsonLimits) {
+  nlohmann::json j;
+  const std::string ok_depth = std::string(kMaxJsonDepth - 1, '[') + std::string(kMaxJsonDepth - 1, ']');
+  EXPECT_FALSE(ParseObject("{\"a\":" + ok_depth + "}", &j).has_value());
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  auto e = ParseObject("{\"a\":" + deep + "}", &j);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->status, 400);
+  EXPECT_NE(e->message.find("deeper than 32"), std::string::npos) << e->message;
+  std::string wide = "{\"a\":[0";
+  for (size_t i = 0; i < kMaxJsonValues; ++i) wide += ",0";
+  e = ParseObject(wide + "]}", &j);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_NE(e->message.find("more than 65536 JSON values"), std::string::npos) << e->message;
+  EXPECT_EQ(ParseObject("[1]", &j)->message, "the request body must be a JSON object");
+  EXPECT_EQ(ParseObject("{\"a\":", &j)->message, "the request body is not valid JSON");
+  SpeechRequest r;
+  EXPECT_EQ(ParseSpeechRequest(R"({"input":"hi","seed":-1})", 10, &r)->param, "seed");
+  EXPECT_EQ(ParseSpeechRequest(R"({"input":"hello world"})", 10, &r)->code, "string_above_max_length");
+  ASSERT_FALSE(ParseSpeechRequest(R"({"input":"hi","voice":{"id":"nova"},"seed":7})", 10, &r).has_value());
+  EXPECT_EQ(r.voice, "nova");
+  EXPECT_EQ(r.seed, 7u);
 }
 
 }  // namespace

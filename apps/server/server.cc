@@ -26,6 +26,7 @@
 #include "codec_util.h"
 #include "lfmvox/audio_io.h"
 #include "metrics.h"
+#include "request_parse.h"
 #include "scheduler.h"
 
 namespace lfmvox::server {
@@ -67,25 +68,6 @@ std::string NewId(const char* prefix) {
   return buf;
 }
 
-size_t Utf8Chars(std::string_view s) {
-  size_t n = 0;
-  for (char c : s) n += (static_cast<unsigned char>(c) & 0xC0) != 0x80;
-  return n;
-}
-
-// A client error: the HTTP status and the OpenAI error object's fields.
-struct ApiError {
-  int status = 400;
-  std::string message;
-  std::string param;  // "" -> null
-  std::string code;   // "" -> null
-  std::string type = "invalid_request_error";
-};
-
-ApiError BadRequest(std::string message, std::string param = "", std::string code = "") {
-  return {400, std::move(message), std::move(param), std::move(code)};
-}
-
 // How an engine-side error reads to a client.
 ApiError FromStatus(const Status& s, const std::string& param = "") {
   switch (s.code()) {
@@ -109,66 +91,6 @@ std::string ErrorBody(const ApiError& e) {
               {"param", e.param.empty() ? json(nullptr) : json(e.param)},
               {"code", e.code.empty() ? json(nullptr) : json(e.code)}};
   return Dump(json{{"error", err}});
-}
-
-// ---- JSON field access that never throws ----
-
-std::optional<ApiError> ParseObject(const std::string& body, json* out) {
-  *out = json::parse(body, nullptr, false);
-  if (out->is_discarded()) return BadRequest("the request body is not valid JSON");
-  if (!out->is_object()) return BadRequest("the request body must be a JSON object");
-  return std::nullopt;
-}
-
-const json* Field(const json& obj, const char* key) {
-  auto it = obj.find(key);
-  return it == obj.end() || it->is_null() ? nullptr : &*it;
-}
-
-std::optional<ApiError> GetString(const json& obj, const char* key, std::string* out, bool required) {
-  const json* v = Field(obj, key);
-  if (v == nullptr) {
-    if (required)
-      return BadRequest(std::string("'") + key + "' is required", key, "missing_required_parameter");
-    return std::nullopt;
-  }
-  if (!v->is_string()) return BadRequest(std::string("'") + key + "' must be a string", key);
-  *out = v->get<std::string>();
-  return std::nullopt;
-}
-
-std::optional<ApiError> GetNumber(const json& obj, const char* key, double lo, double hi,
-                                  std::optional<double>* out) {
-  const json* v = Field(obj, key);
-  if (v == nullptr) return std::nullopt;
-  if (!v->is_number()) return BadRequest(std::string("'") + key + "' must be a number", key);
-  const double d = v->get<double>();
-  if (!(d >= lo && d <= hi)) {
-    return BadRequest(
-        std::string("'") + key + "' must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]",
-        key);
-  }
-  *out = d;
-  return std::nullopt;
-}
-
-std::optional<ApiError> GetSeed(const json& obj, uint64_t* seed) {
-  const json* v = Field(obj, "seed");
-  if (v == nullptr) return std::nullopt;
-  if (!v->is_number_integer() ||
-      (v->is_number_integer() && !v->is_number_unsigned() && v->get<int64_t>() < 0)) {
-    return BadRequest("'seed' must be a non-negative integer", "seed");
-  }
-  *seed = v->get<uint64_t>();
-  return std::nullopt;
-}
-
-std::optional<ApiError> GetBool(const json& obj, const char* key, bool* out) {
-  const json* v = Field(obj, key);
-  if (v == nullptr) return std::nullopt;
-  if (!v->is_boolean()) return BadRequest(std::string("'") + key + "' must be true or false", key);
-  *out = v->get<bool>();
-  return std::nullopt;
 }
 
 // ---- Audio formats ----
@@ -672,41 +594,11 @@ net::awaitable<bool> Server::Impl::Handle(Exchange& ex) {
 // ---- POST /v1/audio/speech ----
 
 net::awaitable<bool> Server::Impl::Speech(Exchange& ex) {
-  json body;
-  if (auto e = ParseObject(ex.req.body(), &body)) SEND_ERROR(ex, *e);
-  std::string input, voice_name, format_name = "mp3", stream_format = "audio", model_name;
-  std::optional<double> speed, temperature;
-  uint64_t seed = 0;
-  std::optional<ApiError> e;
-  if (!e) e = GetString(body, "model", &model_name, false);
-  if (!e) e = GetString(body, "input", &input, true);
-  if (!e) e = GetString(body, "response_format", &format_name, false);
-  if (!e) e = GetString(body, "stream_format", &stream_format, false);
-  if (!e) e = GetNumber(body, "speed", 0.25, 4.0, &speed);
-  if (!e) e = GetNumber(body, "temperature", 0, 2, &temperature);
-  if (!e) e = GetSeed(body, &seed);
-  if (!e) {
-    const json* v = Field(body, "voice");
-    if (v != nullptr && v->is_object()) {
-      e = GetString(*v, "id", &voice_name, true);
-    } else if (v != nullptr) {
-      e = GetString(body, "voice", &voice_name, false);
-    }
-  }
-  if (e) SEND_ERROR(ex, *e);
-  if (input.empty()) SEND_ERROR(ex, BadRequest("'input' is empty", "input"));
-  if (Utf8Chars(input) > opt.max_text_chars) {
-    SEND_ERROR(ex, BadRequest("'input' is over " + std::to_string(opt.max_text_chars) + " characters",
-                              "input", "string_above_max_length"));
-  }
-  if (speed && std::fabs(*speed - 1.0) > 1e-9) {
-    SEND_ERROR(ex, BadRequest("'speed' other than 1.0 is not supported yet", "speed"));
-  }
-  if (stream_format != "audio" && stream_format != "sse") {
-    SEND_ERROR(ex, BadRequest("'stream_format' must be audio or sse", "stream_format"));
-  }
+  SpeechRequest r;
+  if (auto e = ParseSpeechRequest(ex.req.body(), opt.max_text_chars, &r)) SEND_ERROR(ex, *e);
+  const std::string &input = r.input, &voice_name = r.voice, &stream_format = r.stream_format;
   OutFormat format;
-  if (auto fe = ParseOutFormat(format_name, model->sample_rate(), "response_format", &format)) {
+  if (auto fe = ParseOutFormat(r.response_format, model->sample_rate(), "response_format", &format)) {
     SEND_ERROR(ex, *fe);
   }
   std::string voice = model->default_voice();
@@ -725,10 +617,10 @@ net::awaitable<bool> Server::Impl::Speech(Exchange& ex) {
   JobSpec spec;
   spec.prompt = [voice, input](Conversation& c) { return c.StartSpeech(voice, input); };
   spec.options = GenerateOptions::ForTts(*model);
-  if (temperature) spec.options.audio.temperature = static_cast<float>(*temperature);
+  if (r.temperature) spec.options.audio.temperature = static_cast<float>(*r.temperature);
   if (opt.max_new_tokens > 0)
     spec.options.max_new_tokens = std::min(spec.options.max_new_tokens, opt.max_new_tokens);
-  spec.seed = seed;
+  spec.seed = r.seed;
   auto job = scheduler->Submit(std::move(spec));
   if (!job.ok()) SEND_ERROR(ex, {503, job.status().message(), "", "", "unavailable_error"});
 
@@ -798,48 +690,13 @@ net::awaitable<bool> Server::Impl::Speech(Exchange& ex) {
 
 net::awaitable<bool> Server::Impl::Transcription(Exchange& ex) {
   const auto ct = ex.req.find(http::field::content_type);
-  auto boundary = MultipartBoundary(ct == ex.req.end() ? std::string_view{} : SV(ct->value()));
-  if (!boundary.ok()) SEND_ERROR(ex, BadRequest(boundary.status().message()));
-  auto parts = ParseMultipart(ex.req.body(), *boundary);
-  if (!parts.ok()) SEND_ERROR(ex, BadRequest(parts.status().message()));
-  const FormPart* file = nullptr;
-  std::string response_format = "json", stream = "false", language;
-  bool want_words = false;
-  for (const FormPart& p : *parts) {
-    if (p.name == "file") {
-      file = &p;
-    } else if (p.name == "response_format") {
-      response_format = std::string(p.body);
-    } else if (p.name == "stream") {
-      stream = std::string(p.body);
-    } else if (p.name == "language") {
-      language = std::string(p.body.substr(0, 16));
-    } else if (p.name == "timestamp_granularities[]" || p.name == "timestamp_granularities") {
-      if (p.body == "word")
-        want_words = true;
-      else if (p.body != "segment")
-        SEND_ERROR(
-            ex, BadRequest("timestamp_granularities[] takes segment or word", "timestamp_granularities[]"));
-    }
-    // model, prompt, temperature, include[], chunking_strategy: accepted; ASR is greedy, one chunk.
+  TranscriptionForm form;
+  if (auto e = ParseTranscriptionForm(ct == ex.req.end() ? std::string_view{} : SV(ct->value()),
+                                      ex.req.body(), &form)) {
+    SEND_ERROR(ex, *e);
   }
-  if (file == nullptr) {
-    SEND_ERROR(
-        ex, BadRequest("the form needs a 'file' part with the audio", "file", "missing_required_parameter"));
-  }
-  if (response_format != "json" && response_format != "text" && response_format != "srt" &&
-      response_format != "vtt" && response_format != "verbose_json") {
-    SEND_ERROR(
-        ex, BadRequest("'response_format' must be json, text, srt, vtt or verbose_json", "response_format"));
-  }
-  if (want_words) {
-    SEND_ERROR(ex, BadRequest("word timestamps are not available from this model; ask for segment",
-                              "timestamp_granularities[]"));
-  }
-  if (stream != "true" && stream != "false") {
-    SEND_ERROR(ex, BadRequest("'stream' must be true or false", "stream"));
-  }
-  auto audio = DecodeAudio(file->body, opt.max_audio_seconds);
+  const std::string &response_format = form.response_format, &language = form.language;
+  auto audio = DecodeAudio(form.parts[form.file].body, opt.max_audio_seconds);
   if (!audio.ok()) SEND_ERROR(ex, FromStatus(audio.status(), "file"));
   const double duration = audio->seconds();
   metrics.AddAudioIn(duration);
@@ -858,7 +715,7 @@ net::awaitable<bool> Server::Impl::Transcription(Exchange& ex) {
   auto job = scheduler->Submit(std::move(spec));
   if (!job.ok()) SEND_ERROR(ex, {503, job.status().message(), "", "", "unavailable_error"});
   JobReader reader(*job, ex.stream.get_executor());
-  const bool sse = stream == "true";
+  const bool sse = form.stream;
   std::string text;
   bool started = false;
   while (!reader.finished()) {

@@ -1,0 +1,180 @@
+#include "request_parse.h"
+
+#include <cmath>
+#include <string>
+
+namespace lfmvox::server {
+
+using json = nlohmann::json;
+
+ApiError BadRequest(std::string message, std::string param, std::string code) {
+  return {400, std::move(message), std::move(param), std::move(code)};
+}
+
+size_t Utf8Chars(std::string_view s) {
+  size_t n = 0;
+  for (char c : s) n += (static_cast<unsigned char>(c) & 0xC0) != 0x80;
+  return n;
+}
+
+std::optional<ApiError> ParseObject(std::string_view body, json* out) {
+  // The callback sees every value as the parser meets it, before the document holds it: past a limit
+  // it keeps nothing more, so the discarded document never grows.
+  bool too_deep = false;
+  size_t values = 0;
+  const json::parser_callback_t limit = [&](int depth, json::parse_event_t event, json&) {
+    if (event == json::parse_event_t::key) return true;
+    if (depth > kMaxJsonDepth) too_deep = true;
+    if (event != json::parse_event_t::object_end && event != json::parse_event_t::array_end) ++values;
+    return !too_deep && values <= kMaxJsonValues;
+  };
+  try {
+    *out = json::parse(body.begin(), body.end(), limit, false);
+  } catch (const std::exception&) {  // std::bad_alloc
+    *out = json(json::value_t::discarded);
+  }
+  if (too_deep) {
+    *out = json();
+    return BadRequest("the request body nests JSON deeper than " + std::to_string(kMaxJsonDepth) + " levels");
+  }
+  if (values > kMaxJsonValues) {
+    *out = json();
+    return BadRequest("the request body has more than " + std::to_string(kMaxJsonValues) + " JSON values");
+  }
+  if (out->is_discarded()) return BadRequest("the request body is not valid JSON");
+  if (!out->is_object()) return BadRequest("the request body must be a JSON object");
+  return std::nullopt;
+}
+
+const json* Field(const json& obj, const char* key) {
+  auto it = obj.find(key);
+  return it == obj.end() || it->is_null() ? nullptr : &*it;
+}
+
+std::optional<ApiError> GetString(const json& obj, const char* key, std::string* out, bool required) {
+  const json* v = Field(obj, key);
+  if (v == nullptr) {
+    if (required)
+      return BadRequest(std::string("'") + key + "' is required", key, "missing_required_parameter");
+    return std::nullopt;
+  }
+  if (!v->is_string()) return BadRequest(std::string("'") + key + "' must be a string", key);
+  *out = v->get<std::string>();
+  return std::nullopt;
+}
+
+std::optional<ApiError> GetNumber(const json& obj, const char* key, double lo, double hi,
+                                  std::optional<double>* out) {
+  const json* v = Field(obj, key);
+  if (v == nullptr) return std::nullopt;
+  if (!v->is_number()) return BadRequest(std::string("'") + key + "' must be a number", key);
+  const double d = v->get<double>();
+  if (!(d >= lo && d <= hi)) {
+    return BadRequest(
+        std::string("'") + key + "' must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]",
+        key);
+  }
+  *out = d;
+  return std::nullopt;
+}
+
+std::optional<ApiError> GetSeed(const json& obj, uint64_t* seed) {
+  const json* v = Field(obj, "seed");
+  if (v == nullptr) return std::nullopt;
+  if (!v->is_number_integer() ||
+      (v->is_number_integer() && !v->is_number_unsigned() && v->get<int64_t>() < 0)) {
+    return BadRequest("'seed' must be a non-negative integer", "seed");
+  }
+  *seed = v->get<uint64_t>();
+  return std::nullopt;
+}
+
+std::optional<ApiError> GetBool(const json& obj, const char* key, bool* out) {
+  const json* v = Field(obj, key);
+  if (v == nullptr) return std::nullopt;
+  if (!v->is_boolean()) return BadRequest(std::string("'") + key + "' must be true or false", key);
+  *out = v->get<bool>();
+  return std::nullopt;
+}
+
+std::optional<ApiError> ParseSpeechRequest(std::string_view text, size_t max_text_chars, SpeechRequest* out) {
+  json body;
+  if (auto e = ParseObject(text, &body)) return e;
+  SpeechRequest& r = *out;
+  std::optional<ApiError> e;
+  if (!e) e = GetString(body, "model", &r.model, false);
+  if (!e) e = GetString(body, "input", &r.input, true);
+  if (!e) e = GetString(body, "response_format", &r.response_format, false);
+  if (!e) e = GetString(body, "stream_format", &r.stream_format, false);
+  if (!e) e = GetNumber(body, "speed", 0.25, 4.0, &r.speed);
+  if (!e) e = GetNumber(body, "temperature", 0, 2, &r.temperature);
+  if (!e) e = GetSeed(body, &r.seed);
+  if (!e) {
+    const json* v = Field(body, "voice");
+    if (v != nullptr && v->is_object()) {
+      e = GetString(*v, "id", &r.voice, true);
+    } else if (v != nullptr) {
+      e = GetString(body, "voice", &r.voice, false);
+    }
+  }
+  if (e) return e;
+  if (r.input.empty()) return BadRequest("'input' is empty", "input");
+  if (Utf8Chars(r.input) > max_text_chars) {
+    return BadRequest("'input' is over " + std::to_string(max_text_chars) + " characters", "input",
+                      "string_above_max_length");
+  }
+  if (r.speed && std::abs(*r.speed - 1.0) > 1e-9) {
+    return BadRequest("'speed' other than 1.0 is not supported yet", "speed");
+  }
+  if (r.stream_format != "audio" && r.stream_format != "sse") {
+    return BadRequest("'stream_format' must be audio or sse", "stream_format");
+  }
+  return std::nullopt;
+}
+
+std::optional<ApiError> ParseTranscriptionForm(std::string_view content_type, std::string_view body,
+                                               TranscriptionForm* out) {
+  auto boundary = MultipartBoundary(content_type);
+  if (!boundary.ok()) return BadRequest(boundary.status().message());
+  auto parts = ParseMultipart(body, *boundary);
+  if (!parts.ok()) return BadRequest(parts.status().message());
+  TranscriptionForm& f = *out;
+  f.parts = std::move(parts).value();
+  bool have_file = false, want_words = false;
+  std::string stream = "false";
+  for (size_t i = 0; i < f.parts.size(); ++i) {
+    const FormPart& p = f.parts[i];
+    if (p.name == "file") {
+      f.file = i;
+      have_file = true;
+    } else if (p.name == "response_format") {
+      f.response_format = std::string(p.body);
+    } else if (p.name == "stream") {
+      stream = std::string(p.body);
+    } else if (p.name == "language") {
+      f.language = std::string(p.body.substr(0, 16));
+    } else if (p.name == "timestamp_granularities[]" || p.name == "timestamp_granularities") {
+      if (p.body == "word")
+        want_words = true;
+      else if (p.body != "segment")
+        return BadRequest("timestamp_granularities[] takes segment or word", "timestamp_granularities[]");
+    }
+    // model, prompt, temperature, include[], chunking_strategy: accepted; ASR is greedy, one chunk.
+  }
+  if (!have_file) {
+    return BadRequest("the form needs a 'file' part with the audio", "file", "missing_required_parameter");
+  }
+  const std::string& rf = f.response_format;
+  if (rf != "json" && rf != "text" && rf != "srt" && rf != "vtt" && rf != "verbose_json") {
+    return BadRequest("'response_format' must be json, text, srt, vtt or verbose_json", "response_format");
+  }
+  if (want_words) {
+    return BadRequest("word timestamps are not available from this model; ask for segment",
+                      "timestamp_granularities[]");
+  }
+  if (stream != "true" && stream != "false") return BadRequest("'stream' must be true or false", "stream");
+  f.stream = stream == "true";
+  return std::nullopt;
+}
+
+}  // namespace lfmvox::server
