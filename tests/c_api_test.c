@@ -511,6 +511,27 @@ static void ErrorPaths(const lfmvox_model* m) {
   lfmvox_model_free(NULL);
 }
 
+/* The context policy's mirror: its default, a bad value refused, drop_oldest's stats of a fresh conversation
+ * (the policy itself is tested through the C++ API in long_form_test). */
+static void ContextPolicy(const lfmvox_model* m) {
+  lfmvox_conversation_options o;
+  lfmvox_conversation_options_init(&o);
+  CHECK(o.context_policy == LFMVOX_CONTEXT_STOP && o.context_reserve == 0, "context policy defaults");
+  lfmvox_conversation* c = NULL;
+  o.context_policy = 7;
+  CHECK(lfmvox_conversation_create(m, &o, &c) == LFMVOX_INVALID_ARGUMENT && c == NULL, "bad policy refused");
+  o.context_policy = LFMVOX_CONTEXT_DROP_OLDEST;
+  o.context = 128;
+  REQUIRE_OK(lfmvox_conversation_create(m, &o, &c));
+  const int32_t ids[3] = {1, 6, 7};
+  REQUIRE_OK(lfmvox_conversation_add_tokens(c, ids, 3));
+  size_t positions = 0, bytes = 0;
+  uint64_t dropped = 1;
+  REQUIRE_OK(lfmvox_conversation_context_stats(c, &positions, &bytes, &dropped));
+  CHECK(positions == 3 && bytes > 0 && dropped == 0, "stats of a new chat: %zu %zu", positions, bytes);
+  lfmvox_conversation_free(c);
+}
+
 int main(void) {
   /* The library's version is the one include/lfmvox/version.h states. */
   CHECK(strcmp(lfmvox_version(), LFMVOX_VERSION_STRING) == 0, "lfmvox_version() %s", lfmvox_version());
@@ -554,6 +575,7 @@ int main(void) {
   Detokenize();
   Lfm3Codec();
   ErrorPaths(m);
+  ContextPolicy(m);
   lfmvox_model_free(m);
   if (failures)
     fprintf(stderr, "c_api_test: %d check(s) failed\n", failures);

@@ -498,6 +498,69 @@ TEST(Cli, TtsRejectsUnknownVoiceAndBadPrompt) {
   EXPECT_NE(ctx.err.find("context"), std::string::npos) << ctx.err;
 }
 
+// Issue 12, items 2 and 3, on demo checkpoints lfmvox-make-checkpoint writes (the real tokenizer; the TTS
+// one steered so "Hello there." is spoken). The library side is long_form_test's; here the CLI's wiring.
+std::string DemoCheckpoint(bool steered) {
+  const std::string d = testing::ScratchPath(steered ? "cli_demo_tts" : "cli_demo_chat");
+  std::string args =
+      "lfm25-audio --size demo --tokenizer " + testing::DataPath("tokenizer/tokenizer.json") + " --out " + d;
+  if (steered) args += " --steer-tts 'Hello there.' --voice 'US female'";
+  EXPECT_EQ(RunBinary(LFMVOX_MAKE_CHECKPOINT, args).exit_code, 0);
+  return d;
+}
+
+sf_count_t WavFrames(const std::string& path) {
+  SF_INFO info{};
+  SNDFILE* f = sf_open(path.c_str(), SFM_READ, &info);
+  if (f == nullptr) return -1;
+  sf_close(f);
+  return info.frames;
+}
+
+TEST(Cli, TtsFileSpeaksSentenceBySentence) {
+  const std::string model = DemoCheckpoint(true);
+  const std::string one = testing::ScratchPath("tts_one.wav"), two = testing::ScratchPath("tts_two.wav"),
+                    piped = testing::ScratchPath("tts_piped.wav"),
+                    text = testing::ScratchPath("tts_text.txt");
+  const std::string common = "tts --model " + model + " --seed 3 --max-new 20 --threads 1 ";
+  ASSERT_EQ(Cli(common + "'Hello there.' -o " + one).exit_code, 0);
+  std::ofstream(text) << "Hello there.\nHello there.";
+  const CliRun r = Cli(common + "--file " + text + " -o " + two);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("2 sentences"), std::string::npos) << r.err;
+  // Each sentence a fresh prompt of the same seed: twice the lone sentence and one 120 ms gap.
+  ASSERT_GT(WavFrames(one), 0);
+  EXPECT_EQ(WavFrames(two), 2 * WavFrames(one) + 2880);
+  ASSERT_EQ(Cli(common + "--file - -o " + piped + " < " + text).exit_code, 0);
+  EXPECT_EQ(WavFrames(piped), WavFrames(two));
+  EXPECT_EQ(Cli(common + "--file " + testing::ScratchPath("no_such.txt") + " -o " + two).exit_code, 1);
+  std::ofstream(text) << "?!.";
+  const CliRun empty = Cli(common + "--file " + text + " -o " + two);
+  EXPECT_EQ(empty.exit_code, 1);
+  EXPECT_NE(empty.err.find("nothing to speak"), std::string::npos) << empty.err;
+}
+
+TEST(Cli, InteractiveChatRunsFiveHundredTurns) {
+  const std::string model = DemoCheckpoint(false);
+  const std::string in = testing::ScratchPath("chat_500.txt"), dir = testing::ScratchPath("chat_500");
+  std::filesystem::create_directories(dir);
+  {
+    std::ofstream f(in);
+    for (int t = 0; t < 500; ++t) f << "turn " << t << "\n";
+  }
+  const std::string common =
+      "chat --interactive --model " + model + " --context 128 --max-new 8 --threads 1 --out-dir " + dir;
+  const CliRun r = Cli(common + " < " + in);
+  ASSERT_EQ(r.exit_code, 0) << r.err.substr(r.err.size() > 2000 ? r.err.size() - 2000 : 0);
+  EXPECT_NE(r.err.find("[reply 500 -> "), std::string::npos);
+  EXPECT_TRUE(std::filesystem::exists(dir + "/reply_500.wav"));
+  // The stop policy on the same script ends at the full context, long before.
+  const CliRun stop = Cli(common + " --context-policy stop < " + in);
+  EXPECT_EQ(stop.exit_code, 1);
+  EXPECT_NE(stop.err.find("context"), std::string::npos);
+  EXPECT_EQ(stop.err.find("[reply 100 -> "), std::string::npos);
+}
+
 // Issue 12, item 5: `lfmvox --version` prints the version written in include/lfmvox/version.h.
 TEST(Cli, VersionIsVersionH) {
   const std::string expected = std::to_string(LFMVOX_VERSION_MAJOR) + "." +

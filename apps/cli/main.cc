@@ -296,19 +296,60 @@ int RunGeneration(lfmvox::Conversation& conv, const lfmvox::AudioModel& model,
   return 0;
 }
 
+// Reads a text file whole (`-`: stdin), up to 256 MiB.
+int ReadTextInput(const std::string& path, std::string* text) {
+  constexpr size_t kMax = size_t{256} << 20;
+  std::FILE* f = path == "-" ? stdin : std::fopen(path.c_str(), "rb");
+  if (f == nullptr) return Fail("cannot open " + path + ": " + std::strerror(errno));
+  char buf[65536];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0 && text->size() <= kMax) text->append(buf, n);
+  const bool bad = std::ferror(f) != 0;
+  if (f != stdin) std::fclose(f);
+  if (bad) return Fail("cannot read " + path);
+  if (text->size() > kMax) return Fail(path + " is over 256 MiB of text; split it");
+  return 0;
+}
+
+// Long-form TTS (lfmvox::SpeakText): sentence by sentence into one stream.
+int RunSpeak(lfmvox::Conversation& conv, const lfmvox::AudioModel& model, const std::string& voice,
+             const std::string& text, const lfmvox::GenerateOptions& o, const std::string& output,
+             lfmvox::PcmFormat format, bool quiet) {
+  auto out = lfmvox::PcmOutput::Open(output, model.sample_rate(), format);
+  if (!out.ok()) return Fail(out.status().message());
+  lfmvox::OutputCallbacks cb;
+  cb.on_pcm = [&](std::span<const float> pcm) { return (*out)->Write(pcm); };
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = lfmvox::SpeakText(conv, voice, text, o, cb);
+  if (!r.ok()) return Fail(r.status().message());
+  if (lfmvox::Status s = (*out)->Close(); !s.ok()) return Fail(s.message());
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (!quiet) {
+    std::fprintf(stderr, "lfmvox: %zu sentences, %.2f s of speech in %.2f s%s\n", r->segments,
+                 static_cast<double>(r->pcm_samples) / model.sample_rate(), wall,
+                 r->unfinished_segments ? " (some sentences reached the budget before their end)" : "");
+  }
+  return 0;
+}
+
 int Tts(int argc, char** argv) {
   Args args;
   std::string err;
   if (!ParseArgs(argc, argv, 2,
                  {"model", "voice", "output", "pcm", "threads", "seed", "temperature", "top-k", "max-new",
-                  "context", "weights"},
+                  "context", "weights", "file"},
                  {"quiet", "no-weight-check"}, &args, &err)) {
     return UsageError(err);
   }
   const std::string* model_dir = args.Get("model");
   const std::string* output = args.Get("output");
-  if (!model_dir || !output || args.positional.size() != 1) {
-    return UsageError("tts needs --model, -o and the text as one argument");
+  const std::string* file = args.Get("file");
+  if (!model_dir || !output || args.positional.size() != (file ? 0u : 1u)) {
+    return UsageError("tts needs --model, -o and the text as one argument (or --file FILE)");
+  }
+  std::string long_text;  // --file: read whole before the model loads, so a bad path fails fast
+  if (file) {
+    if (int rc = ReadTextInput(*file, &long_text)) return rc;
   }
   lfmvox::PcmFormat format;
   if (int rc = PcmArg(args, &format)) return rc;
@@ -335,8 +376,10 @@ int Tts(int argc, char** argv) {
   auto conv = lfmvox::Conversation::Create(
       *model, {.threads = threads, .context = static_cast<size_t>(context), .seed = seed});
   if (!conv.ok()) return Fail(conv.status().message());
+  const bool quiet = args.Has("quiet") || *output == "-";
+  if (file) return RunSpeak(**conv, **model, voice, long_text, o, *output, format, quiet);
   if (lfmvox::Status s = (*conv)->StartSpeech(voice, args.positional[0]); !s.ok()) return Fail(s.message());
-  return RunGeneration(**conv, **model, o, output, format, false, args.Has("quiet") || *output == "-");
+  return RunGeneration(**conv, **model, o, output, format, false, quiet);
 }
 
 int Generate(int argc, char** argv) {
@@ -446,7 +489,7 @@ int Chat(int argc, char** argv) {
   std::string err;
   if (!ParseArgs(argc, argv, 2,
                  {"model", "in", "out", "out-dir", "system", "seed", "temperature", "top-k", "max-new",
-                  "context", "threads", "pcm", "weights"},
+                  "context", "threads", "pcm", "weights", "context-policy"},
                  {"interactive", "no-weight-check"}, &args, &err)) {
     return UsageError(err);
   }
@@ -473,6 +516,18 @@ int Chat(int argc, char** argv) {
   lfmvox::PcmFormat format;
   if (int rc = PcmArg(args, &format)) return rc;
   const std::string system = args.Get("system") ? *args.Get("system") : "";
+  // An interactive chat runs on (the oldest turns give way); one question stops at a full context.
+  lfmvox::ContextPolicy policy =
+      interactive ? lfmvox::ContextPolicy::kDropOldest : lfmvox::ContextPolicy::kStop;
+  if (const std::string* v = args.Get("context-policy")) {
+    if (*v == "stop") {
+      policy = lfmvox::ContextPolicy::kStop;
+    } else if (*v == "drop_oldest") {
+      policy = lfmvox::ContextPolicy::kDropOldest;
+    } else {
+      return UsageError("--context-policy takes stop or drop_oldest");
+    }
+  }
 
   auto model = lfmvox::AudioModel::Load(*model_dir, ModelOptionsArg(args));
   if (!model.ok()) return Fail(model.status().message());
@@ -480,7 +535,8 @@ int Chat(int argc, char** argv) {
   OverrideSampling(flags, &o);
   if (max_new > 0) o.max_new_tokens = max_new;
   auto conv = lfmvox::Conversation::Create(
-      *model, {.threads = threads, .context = static_cast<size_t>(context), .seed = seed});
+      *model,
+      {.threads = threads, .context = static_cast<size_t>(context), .context_policy = policy, .seed = seed});
   if (!conv.ok()) return Fail(conv.status().message());
   lfmvox::Conversation& c = **conv;
   if (lfmvox::Status s = c.StartChat(system); !s.ok()) return Fail(s.message());

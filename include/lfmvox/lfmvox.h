@@ -192,14 +192,41 @@ struct GenerateSummary {
   bool cancelled = false;     // stopped by Cancel()
 };
 
+// What a conversation does when its context fills.
+enum class ContextPolicy {
+  // Nothing is dropped: a generation that runs out of room stops with summary.context_full, and a piece
+  // that does not fit is an error.
+  kStop,
+  // Endless conversations: before each turn starts (StartTurn) and before each generation
+  // (BeginGenerate), when fewer than context_reserve positions are free, the oldest whole turns after the
+  // first one (the system prompt) are dropped until that many are free; the turn being built is never
+  // dropped. The caches are then rebuilt by prefilling the kept history again on the next step, so the
+  // conversation continues exactly as a fresh one given that history would (its sampling RNG goes on).
+  // LFM2.5-Audio only (LFM3-Audio: Conversation::Create fails with this policy).
+  kDropOldest,
+};
+
 struct ConversationOptions {
-  int threads = 1;               // without an engine: the threads of its private engine
-  size_t context = 4096;         // positions kept (text tokens, audio frames in and out)
+  int threads = 1;        // without an engine: the threads of its private engine
+  size_t context = 4096;  // positions kept (text tokens, audio frames in and out)
+  ContextPolicy context_policy = ContextPolicy::kStop;
+  // kDropOldest: positions to keep free at each turn start and generation (0: half the context). A
+  // generation longer than this may still stop with context_full, so keep it ≥ max_new_tokens plus a
+  // user turn.
+  size_t context_reserve = 0;
   uint64_t seed = 0;             // sampling seed: the same seed gives the same output
   double max_clip_seconds = 60;  // without an engine: the longest audio clip one AddAudio call takes
   // The engine that runs this conversation (and batches it with the engine's
   // others); null: a private engine of `threads` threads.
   std::shared_ptr<Engine> engine = nullptr;
+};
+
+// How much of its context a conversation holds (Conversation::context_stats).
+struct ContextStats {
+  size_t positions = 0;        // history positions now
+  size_t context = 0;          // the most it holds
+  size_t state_bytes = 0;      // bytes of its history and caches (bounded by the context)
+  uint64_t dropped_turns = 0;  // turns ContextPolicy::kDropOldest dropped so far
 };
 
 // A speech/text model's weights, tokenizer and speech decoder. The family is
@@ -339,6 +366,8 @@ class Conversation {
 
   void Reset();  // a new, empty conversation
 
+  ContextStats context_stats() const;
+
   const AudioModel& model() const;
 
   struct Impl;  // library-internal
@@ -348,6 +377,40 @@ class Conversation {
   explicit Conversation(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
+
+// ---------------------------------------------------------------------------
+// Long-form TTS: text of any length, spoken sentence by sentence.
+
+struct SpeakOptions {
+  size_t max_segment_bytes = 300;  // a sentence longer than this is cut at commas, then spaces
+  // At each join between segments: the last fade_seconds of the segment before fade out linearly to 0,
+  // then gap_seconds of silence, then the next segment's first fade_seconds fade in from 0. The first
+  // segment's start and the last one's end are left as generated.
+  double fade_seconds = 0.005;
+  double gap_seconds = 0.12;
+};
+
+struct SpeakSummary {
+  size_t segments = 0;             // sentences spoken
+  size_t pcm_samples = 0;          // samples delivered to on_pcm (gaps included)
+  size_t unfinished_segments = 0;  // those that hit max_new_tokens or the context before their end
+  bool cancelled = false;          // Cancel() stopped it (the segments after were not spoken)
+};
+
+// The sentences SpeakText speaks (SplitSentences in text/sentence_split.h: '.', '!', '?', ';', line
+// breaks and 。！？； end a sentence, abbreviations, initials and numbers do not; pieces longer than
+// max_segment_bytes are cut at commas, else spaces). Invalid UTF-8 is an error naming its byte.
+Result<std::vector<std::string>> SplitSentences(std::string_view text, size_t max_segment_bytes = 300);
+
+// Speaks `text` in `voice` as one continuous stream: each sentence is its own TTS prompt on a fresh
+// conversation (conversation.Reset(), then StartSpeech(voice, sentence), then Generate(options)), so the
+// context never fills however long the text, every sentence has the same voice prompt, and with the
+// same seed the first sentence's speech is exactly that of speaking it alone (up to its fade-out). Each
+// sentence's detokenizer stream is flushed at its end; the joins get the fade and gap of `speak`. on_pcm gets
+// the whole stream (on_text and on_audio_frame each segment's items). Text with nothing to speak is an error.
+Result<SpeakSummary> SpeakText(Conversation& conversation, std::string_view voice, std::string_view text,
+                               const GenerateOptions& options, const OutputCallbacks& out,
+                               const SpeakOptions& speak = {});
 
 // Writes a model as Liquid's four-file GGUF release (backbone, mmproj-,
 // vocoder-, tokenizer-<name>-<TYPE>.gguf) into out_dir, from a Hugging Face

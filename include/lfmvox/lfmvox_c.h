@@ -104,7 +104,11 @@ typedef struct lfmvox_conversation_options {
   size_t context;          /* positions kept: text tokens, audio frames in and out (default 4096) */
   uint64_t seed;           /* sampling seed (default 0) */
   double max_clip_seconds; /* the longest clip one add_audio call takes (default 60) */
+  int context_policy;      /* when the context fills: LFMVOX_CONTEXT_STOP (default) or
+                              LFMVOX_CONTEXT_DROP_OLDEST (lfmvox::ContextPolicy in lfmvox.h) */
+  size_t context_reserve;  /* drop_oldest: positions kept free at each turn (default 0: half the context) */
 } lfmvox_conversation_options;
+enum { LFMVOX_CONTEXT_STOP = 0, LFMVOX_CONTEXT_DROP_OLDEST = 1 };
 /* Fills the defaults. */
 void lfmvox_conversation_options_init(lfmvox_conversation_options* options);
 
@@ -146,6 +150,9 @@ int lfmvox_conversation_add_prompt_json(lfmvox_conversation* c, const char* json
 int lfmvox_conversation_add_prompt_file(lfmvox_conversation* c, const char* path);
 /* A new, empty conversation. */
 int lfmvox_conversation_reset(lfmvox_conversation* c);
+/* How much of its context the conversation holds (lfmvox::ContextStats); any out pointer may be NULL. */
+int lfmvox_conversation_context_stats(const lfmvox_conversation* c, size_t* positions, size_t* state_bytes,
+                                      uint64_t* dropped_turns);
 
 typedef enum lfmvox_mode {
   LFMVOX_MODE_SEQUENTIAL = 0, /* ASR, TTS, text chat */

@@ -230,6 +230,8 @@ void lfmvox_conversation_options_init(lfmvox_conversation_options* options) {
   options->context = d.context;
   options->seed = d.seed;
   options->max_clip_seconds = d.max_clip_seconds;
+  options->context_policy = LFMVOX_CONTEXT_STOP;
+  options->context_reserve = d.context_reserve;
 }
 
 int lfmvox_conversation_create(const lfmvox_model* model, const lfmvox_conversation_options* options,
@@ -245,6 +247,15 @@ int lfmvox_conversation_create(const lfmvox_model* model, const lfmvox_conversat
       o.context = options->context;
       o.seed = options->seed;
       o.max_clip_seconds = options->max_clip_seconds;
+      if (options->context_policy != LFMVOX_CONTEXT_STOP &&
+          options->context_policy != LFMVOX_CONTEXT_DROP_OLDEST) {
+        return lfmvox::InvalidArgument(
+            "context_policy must be LFMVOX_CONTEXT_STOP or LFMVOX_CONTEXT_DROP_OLDEST");
+      }
+      o.context_policy = options->context_policy == LFMVOX_CONTEXT_DROP_OLDEST
+                             ? lfmvox::ContextPolicy::kDropOldest
+                             : lfmvox::ContextPolicy::kStop;
+      o.context_reserve = options->context_reserve;
     }
     auto c = lfmvox::Conversation::Create(model->model, o);
     if (!c.ok()) return c.status();
@@ -372,6 +383,18 @@ int lfmvox_conversation_reset(lfmvox_conversation* c) {
 }
 
 #undef LFMVOX_CONV_CALL
+
+int lfmvox_conversation_context_stats(const lfmvox_conversation* c, size_t* positions, size_t* state_bytes,
+                                      uint64_t* dropped_turns) {
+  return Guard([&]() -> Status {
+    if (c == nullptr) return NullArg("lfmvox_conversation_context_stats: c");
+    const lfmvox::ContextStats s = c->conv->context_stats();
+    if (positions) *positions = s.positions;
+    if (state_bytes) *state_bytes = s.state_bytes;
+    if (dropped_turns) *dropped_turns = s.dropped_turns;
+    return Status::Ok();
+  });
+}
 
 int lfmvox_generate_options_preset(const lfmvox_model* model, int preset, lfmvox_generate_options* out) {
   return Guard([&]() -> Status {

@@ -250,6 +250,8 @@ Result<size_t> Engine::Step(std::span<Conversation* const> conversations) {
 
 void Conversation::Reset() { impl_->session->Reset(); }
 
+ContextStats Conversation::context_stats() const { return impl_->session->context_stats(); }
+
 // ---------------------------------------------------------------------------
 // Prompt files.
 

@@ -56,6 +56,7 @@ class FamilySession {
   virtual void Cancel() = 0;  // thread-safe
   virtual Status TruncateSpeech(size_t samples) = 0;
   virtual void Reset() = 0;
+  virtual ContextStats context_stats() const = 0;
 };
 
 // A family's weights (immutable, shared by threads).

@@ -128,6 +128,9 @@ class Lfm25FamilySession final : public FamilySession {
     so.seed = options.seed;
     so.worker = w->worker;
     LFM_ASSIGN_OR_RETURN(s->session_, Lfm25Session::Create(model, so));
+    s->policy_ = options.context_policy;
+    s->reserve_ =
+        std::min(options.context_reserve ? options.context_reserve : options.context / 2, options.context);
     const Lfm25Detokenizer* detok = model.detokenizer();
     LFM_ASSIGN_OR_RETURN(Lfm25DetokenizerState state, Lfm25DetokenizerState::Create(*detok, 1));
     s->detok_.emplace(std::move(state));
@@ -137,7 +140,10 @@ class Lfm25FamilySession final : public FamilySession {
   }
 
   Status Begin() override { return session_->StartConversation(); }
-  Status StartTurn(std::string_view role) override { return session_->StartTurn(role); }
+  Status StartTurn(std::string_view role) override {
+    LFM_RETURN_IF_ERROR(MakeRoom());
+    return session_->StartTurn(role);
+  }
   Status AddText(std::string_view utf8) override { return session_->AppendText(utf8); }
   Status AddTokens(std::span<const int32_t> ids) override { return session_->AppendTokens(ids); }
   Status AddAudioOut(std::span<const int32_t> frames) override { return session_->AppendAudioOut(frames); }
@@ -162,6 +168,7 @@ class Lfm25FamilySession final : public FamilySession {
     o.max_new_tokens = options.max_new_tokens;
     o.text = SamplingParams{options.text.temperature, options.text.top_k, 1.0f, 0};
     o.audio = SamplingParams{options.audio.temperature, options.audio.top_k, 1.0f, 0};
+    LFM_RETURN_IF_ERROR(MakeRoom());
     out_ = out;
     detok_->Reset();  // every assistant turn starts a fresh speech stream
     bridge_.emplace(model_, out_, &*detok_, pcm_, clamped_);
@@ -228,6 +235,13 @@ class Lfm25FamilySession final : public FamilySession {
     turn_start_ = 0;
   }
 
+  ContextStats context_stats() const override {
+    return {.positions = session_->positions(),
+            .context = session_->context(),
+            .state_bytes = session_->state_bytes() + turns_.capacity() * sizeof(size_t),
+            .dropped_turns = dropped_};
+  }
+
   Lfm25Session* session() { return session_.get(); }
   Bridge* bridge() { return bridge_ ? &*bridge_ : nullptr; }
 
@@ -242,6 +256,34 @@ class Lfm25FamilySession final : public FamilySession {
   OutputCallbacks out_;           // the running generation's callbacks
   std::optional<Bridge> bridge_;  // items → callbacks and speech, for the running generation
   size_t turn_start_ = 0;         // history position where the last generation began
+
+  // ContextPolicy::kDropOldest: while fewer than reserve_ positions are free, drops the oldest whole
+  // turns after the first (the system prompt), never the last two (the turn being built and the one
+  // before it: the question being answered).
+  Status MakeRoom() {
+    if (policy_ != ContextPolicy::kDropOldest) return Status::Ok();
+    const size_t n = session_->positions(), context = session_->context();
+    if (context - n >= reserve_) return Status::Ok();
+    turns_.clear();  // where each turn starts: its <|im_start|>
+    for (size_t i = 0; i < n; ++i) {
+      if (session_->modality(i) == Modality::kText && session_->token(i) == model_.special().im_start) {
+        turns_.push_back(i);
+      }
+    }
+    if (turns_.size() < 4) return Status::Ok();  // the first turn and the last two: nothing to drop
+    size_t last = 1;                             // turns_[1, last) are dropped
+    while (last < turns_.size() - 2 && context - (n - (turns_[last] - turns_[1])) < reserve_) ++last;
+    if (last == 1) return Status::Ok();
+    LFM_RETURN_IF_ERROR(session_->DropPositions(turns_[1], turns_[last]));
+    dropped_ += last - 1;
+    turn_start_ = 0;  // TruncateSpeech's turn is gone from the old numbering
+    return Status::Ok();
+  }
+
+  ContextPolicy policy_ = ContextPolicy::kStop;
+  size_t reserve_ = 0;
+  uint64_t dropped_ = 0;
+  std::vector<size_t> turns_;  // MakeRoom's scratch
 };
 
 class Lfm25FamilyModel final : public FamilyModel {

@@ -479,6 +479,46 @@ Status Lfm25Session::Truncate(size_t positions) {
   return Status::Ok();
 }
 
+Status Lfm25Session::DropPositions(size_t begin, size_t end) {
+  if (gen_.active) return InvalidArgument("DropPositions while generating; finish the generation first");
+  if (begin > end || end > history_.size()) {
+    return OutOfRange(
+        StrFormat("cannot drop positions [%zu, %zu) of a history of %zu", begin, end, history_.size()));
+  }
+  if (begin == end) return Status::Ok();
+  // The kept positions' audio rows and frames, moved down in order (the tables are appended in order).
+  const size_t C = frame_.size();
+  const size_t H = static_cast<size_t>(model_.config().lfm.hidden_size);
+  size_t frames = 0, rows = 0, kept = 0;
+  for (size_t i = 0; i < history_.size(); ++i) {
+    if (i >= begin && i < end) continue;
+    Position p = history_[i];
+    const size_t from = static_cast<size_t>(p.token);
+    if (p.modality == Modality::kAudioOut) {
+      std::copy_n(audio_out_.begin() + static_cast<std::ptrdiff_t>(from * C), C,
+                  audio_out_.begin() + static_cast<std::ptrdiff_t>(frames * C));
+      p.token = static_cast<int32_t>(frames++);
+    } else if (p.modality == Modality::kAudioIn) {
+      std::copy_n(audio_in_.begin() + static_cast<std::ptrdiff_t>(from * H), H,
+                  audio_in_.begin() + static_cast<std::ptrdiff_t>(rows * H));
+      p.token = static_cast<int32_t>(rows++);
+    }
+    history_[kept++] = p;
+  }
+  history_.resize(kept);
+  audio_out_.resize(frames * C);
+  audio_in_.resize(rows * H);
+  state_.Reset();  // the kept history is re-prefilled on the next step
+  cached_ = 0;
+  return Status::Ok();
+}
+
+size_t Lfm25Session::state_bytes() const {
+  return history_.capacity() * sizeof(Position) +
+         (audio_out_.capacity() + frame_.capacity()) * sizeof(int32_t) +
+         audio_in_.capacity() * sizeof(float) + state_.state_bytes();
+}
+
 Status Lfm25Session::DropTrailingAudioOut(size_t frames) {
   size_t seen = 0, cut = history_.size();
   for (size_t i = history_.size(); i-- > 0 && seen < frames;) {

@@ -234,6 +234,12 @@ class Lfm25Session {
   // Drops the last `frames` audio-out frames of the history and everything
   // after them, keeping the turn's earlier items.
   Status DropTrailingAudioOut(size_t frames);
+  // Drops the positions [begin, end) of the history (the oldest turns of a long conversation), keeping
+  // those before and after in order. The caches are rebuilt from the kept history on the next step, so
+  // the session then continues exactly as a fresh one prefilled with that history would.
+  Status DropPositions(size_t begin, size_t end);
+  // Bytes the session holds for its history and caches (its vectors' capacities and the backbone state).
+  size_t state_bytes() const;
 
   size_t positions() const { return history_.size(); }
   size_t cached_positions() const { return cached_; }

@@ -134,6 +134,10 @@ class Lfm3FamilySession final : public FamilySession {
   static Result<std::unique_ptr<FamilySession>> Create(const Lfm3AudioModel& model,
                                                        const ConversationOptions& options, EngineCore& core,
                                                        std::shared_ptr<FamilyWorker> worker) {
+    if (options.context_policy != ContextPolicy::kStop) {
+      return Unimplemented(
+          "LFM3-Audio conversations take only ContextPolicy::kStop (drop_oldest is LFM2.5-Audio's)");
+    }
     LFM_ASSIGN_OR_RETURN(Lfm3CodecState codec, Lfm3CodecState::Create(model.codec(), 1));
     auto s = std::make_unique<Lfm3FamilySession>(model, core, std::move(worker), std::move(codec));
     LFM_ASSIGN_OR_RETURN(s->session_, Lfm3Session::Create(model, {.context = options.context,
@@ -231,6 +235,11 @@ class Lfm3FamilySession final : public FamilySession {
     session_->Reset();
     lfmvox::Reset(codec_);
     turn_start_ = 0;
+  }
+
+  // state_bytes is not counted for this family (0); positions never pass the context (kStop).
+  ContextStats context_stats() const override {
+    return {.positions = session_->positions(), .context = session_->context()};
   }
 
   Lfm3Session* session() { return session_.get(); }
