@@ -182,7 +182,9 @@ std::vector<Item> Answer(Conversation& c, const std::string& user) {
   EXPECT_TRUE(c.StartTurn("assistant").ok());
   auto r = c.Generate(ChatOptions(), cb);
   EXPECT_TRUE(r.ok()) << r.status().ToString();
-  if (r.ok()) EXPECT_FALSE(r->context_full);
+  if (r.ok()) {
+    EXPECT_FALSE(r->context_full);
+  }
   EXPECT_TRUE(c.EndTurn().ok());
   return items;
 }
@@ -210,7 +212,9 @@ TEST(EndlessConversation, AfterADropTheTurnEqualsAFreshConversationOfTheKeptHist
     ASSERT_LE(d + 2, turns.size());
     for (size_t k = d; k + 2 < turns.size(); ++k) {
       ASSERT_TRUE(b->StartTurn(turns[k].role).ok());
-      if (turns[k].role == "user") ASSERT_TRUE(b->AddText(turns[k].text).ok());
+      if (turns[k].role == "user") {
+        ASSERT_TRUE(b->AddText(turns[k].text).ok());
+      }
       for (const Item& it : turns[k].items) {
         ASSERT_TRUE((it.audio ? b->AddAudioOut(it.codes) : b->AddTokens({&it.id, 1})).ok());
       }
@@ -262,7 +266,9 @@ TEST(EndlessConversation, StopPolicyStillStops) {
     auto r = c->Generate(ChatOptions(), {});
     ASSERT_TRUE(r.ok());
     full = r->context_full;
-    if (!full) ASSERT_TRUE(c->EndTurn().ok());
+    if (!full) {
+      ASSERT_TRUE(c->EndTurn().ok());
+    }
   }
   EXPECT_TRUE(full);
   EXPECT_EQ(c->context_stats().dropped_turns, 0u);

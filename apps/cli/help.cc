@@ -104,7 +104,7 @@ const std::vector<CommandHelp> kCommands = {
       kContext,
       {"--context-policy stop|drop_oldest",
        "when the context fills: stop, or drop the oldest turns (system prompt kept) and go on (default: "
-       "drop_oldest with --interactive, else stop)"},
+       "drop_oldest with --interactive on LFM2.5-Audio, else stop)"},
       kPcm,
       kThreads,
       kWeights,

@@ -199,8 +199,9 @@ enum class ContextPolicy {
   kStop,
   // Endless conversations: before each turn starts (StartTurn) and before each generation
   // (BeginGenerate), when fewer than context_reserve positions are free, the oldest whole turns after the
-  // first one (the system prompt) are dropped until that many are free; the turn being built is never
-  // dropped. The caches are then rebuilt by prefilling the kept history again on the next step, so the
+  // first one (the system prompt) are dropped until that many are free; the last two turns (the one
+  // being built and the one before it, the question being answered) are never dropped. The caches are then
+  // rebuilt by prefilling the kept history again on the next step, so the
   // conversation continues exactly as a fresh one given that history would (its sampling RNG goes on).
   // LFM2.5-Audio only (LFM3-Audio: Conversation::Create fails with this policy).
   kDropOldest,

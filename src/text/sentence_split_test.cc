@@ -40,6 +40,31 @@ TEST(SentenceSplit, CapCutsAtCommasThenSpacesThenCharacters) {
   EXPECT_EQ(Split("你你", 2), (V{"你", "你"}));
 }
 
+// A 5 000-word text of mixed sentences: every piece within the cap, and nothing lost or reordered (the
+// pieces' non-space characters, joined, are the text's).
+TEST(SentenceSplit, LongTextKeepsEveryCharacterInOrder) {
+  const char* kWords[] = {"the",  "Mr.",  "3.14",  "reader's", "book,", "end.",
+                          "why?", "yes!", "semi;", "你好。",   "e.g."};
+  std::string text;
+  for (int i = 0; i < 5000; ++i) {
+    text += kWords[(i * 7 + i / 3) % 11];
+    text += i % 97 == 96 ? "\n" : " ";
+  }
+  const V pieces = Split(text, 120);
+  EXPECT_GT(pieces.size(), 300u);
+  std::string joined, want;
+  for (const std::string& p : pieces) {
+    EXPECT_LE(p.size(), 120u);
+    EXPECT_FALSE(p.empty());
+    joined += p;
+  }
+  for (char c : text) {
+    if (c != ' ' && c != '\n') want += c;
+  }
+  std::erase_if(joined, [](char c) { return c == ' ' || c == '\n'; });
+  EXPECT_EQ(joined, want);
+}
+
 TEST(SentenceSplit, HostileInput) {
   // 1 MB without punctuation or spaces: pieces of exactly the cap, covering every byte.
   const std::string big(1 << 20, 'a');
