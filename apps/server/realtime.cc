@@ -53,8 +53,7 @@ struct Session : std::enable_shared_from_this<Session> {
   std::vector<std::string> pending_text;          // user text items not yet answered
   struct State {                                  // scheduler thread only
     bool started = false;
-    bool open_turn = false;          // the last answer's turn is still open (EndTurn pending)
-    size_t keep_samples = SIZE_MAX;  // barge-in: the speech the listener heard
+    bool open_turn = false;  // the last answer's turn is still open (EndTurn pending)
   };
   std::shared_ptr<State> state = std::make_shared<State>();
   size_t truncate_to = SIZE_MAX;  // a conversation.item.truncate for the last answer, sent with the next job
@@ -244,13 +243,11 @@ void Session::CreateResponse() {
       st->started = true;
     }
     if (st->open_turn) {
-      const size_t k = std::min(keep, st->keep_samples);
-      if (k != SIZE_MAX) {
-        if (Status s = c.TruncateSpeech(k); !s.ok()) return s;
+      if (keep != SIZE_MAX) {
+        if (Status s = c.TruncateSpeech(keep); !s.ok()) return s;
       }
       if (Status s = c.EndTurn(); !s.ok()) return s;
       st->open_turn = false;
-      st->keep_samples = SIZE_MAX;
     }
     for (const auto& t : text) {
       for (Status s : {c.StartTurn("user"), c.AddText(t), c.EndTurn()}) {

@@ -75,7 +75,7 @@ Result<std::shared_ptr<Job>> Scheduler::Submit(JobSpec spec) {
 }
 
 void Scheduler::Start(std::shared_ptr<Job> job) {
-  if (job->cancelled()) {
+  if (job->cancelled() && !job->spec.conversation) {
     job->Push(Event::Error(Cancelled("the client went away before its turn")));
     return;
   }
