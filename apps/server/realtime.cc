@@ -31,11 +31,10 @@ std::string Id(const char* prefix) {
 }
 
 struct Session : std::enable_shared_from_this<Session> {
-  Session(beast::tcp_stream& s, RealtimeContext c) : ws(s), ctx(c), timer(s.get_executor()) {}
+  Session(beast::tcp_stream& s, RealtimeContext c) : ws(s), ctx(c) {}
 
   websocket::stream<beast::tcp_stream&> ws;
   RealtimeContext ctx;
-  net::steady_timer timer;  // a response's wake-up: the scheduler's notification cancels it
   std::shared_ptr<Conversation> conv;
   std::string id = Id("sess_");
   json turn_detection = nullptr;
