@@ -673,6 +673,200 @@ TEST(ServerLimits, AuthBodyLimitAndDisconnect) {
 
 // ---- the multipart parser and base64 on their own ----
 
+// ---- GET /v1/realtime (WebSocket) ----
+
+// A blocking Realtime client over a Beast WebSocket.
+class RealtimeClient {
+ public:
+  explicit RealtimeClient(uint16_t port) : ws_(ioc_) {
+    ws_.next_layer().connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), port));
+    ws_.handshake("127.0.0.1", "/v1/realtime");
+  }
+  void SendRaw(const std::string& text) { ws_.write(net::buffer(text)); }
+  void Send(const json& e) { SendRaw(e.dump()); }
+  json Read() {
+    beast::flat_buffer b;
+    ws_.read(b);
+    return json::parse(beast::buffers_to_string(b.data()), nullptr, false);
+  }
+  // Every event up to and including the first of `type`.
+  std::vector<json> ReadUntil(const std::string& type) {
+    std::vector<json> out;
+    do {
+      out.push_back(Read());
+    } while (out.back().value("type", "") != type);
+    return out;
+  }
+
+ private:
+  net::io_context ioc_;
+  beast::websocket::stream<tcp::socket> ws_;
+};
+
+// The s16 PCM of the 24 kHz test clip, as a client sends it.
+std::string ClipS16() {
+  auto clip = DecodeAudio(ReadFile(DataPath("inputs/synthetic_24k.wav")), 60);
+  EXPECT_TRUE(clip.ok() && clip->sample_rate == 24000 && clip->channels == 1);
+  return S16(clip->samples);
+}
+
+// What the server hears: the s16 values / 32768.
+std::vector<float> FromS16(const std::string& b) {
+  std::vector<float> f(b.size() / 2);
+  for (size_t i = 0; i < f.size(); ++i) {
+    f[i] = static_cast<float>(static_cast<int16_t>(static_cast<uint8_t>(b[2 * i]) |
+                                                   static_cast<uint8_t>(b[2 * i + 1]) << 8)) /
+           32768.0f;
+  }
+  return f;
+}
+
+struct RtAnswer {
+  std::vector<std::string> types;
+  std::string audio, transcript, status, item_id;
+};
+
+RtAnswer RtRespond(RealtimeClient& c) {
+  c.Send({{"type", "response.create"}});
+  RtAnswer a;
+  for (const json& e : c.ReadUntil("response.done")) {
+    const std::string t = e.value("type", "");
+    a.types.push_back(t);
+    if (t == "response.output_audio.delta") a.audio += *Base64Decode(e["delta"].get<std::string>(), 1u << 26);
+    if (t == "response.output_audio_transcript.delta") a.transcript += e["delta"].get<std::string>();
+    if (t == "response.output_item.added") a.item_id = e["item"]["id"];
+    if (t == "response.done") a.status = e["response"]["status"];
+  }
+  return a;
+}
+
+void RtAppendCommit(RealtimeClient& c, const std::string& pcm) {
+  c.Send({{"type", "input_audio_buffer.append"}, {"audio", Base64Encode(pcm)}});
+  c.Send({{"type", "input_audio_buffer.commit"}});
+  EXPECT_EQ(c.Read()["type"], "input_audio_buffer.committed");
+  EXPECT_EQ(c.Read()["type"], "conversation.item.created");
+}
+
+void ExpectErrorEvent(const json& e) {
+  EXPECT_EQ(e.value("type", ""), "error") << e.dump();
+  EXPECT_TRUE(e["error"]["message"].is_string() && !e["error"]["message"].get<std::string>().empty())
+      << e.dump();
+  EXPECT_TRUE(e["error"].contains("type") && e["error"].contains("code") && e["error"].contains("param"));
+}
+
+// The reference: the same turns through the library (a private engine, seed 0, the server's options).
+struct LibTurn {
+  std::vector<float> audio;    // the user's speech
+  size_t truncate = SIZE_MAX;  // samples of the previous answer to keep
+};
+
+LibOut LibraryRealtime(const std::vector<LibTurn>& turns) {
+  auto c = Conversation::Create(Model(), {.threads = 2, .context = 1024, .seed = 0});
+  EXPECT_TRUE(c.ok());
+  EXPECT_TRUE((*c)->StartChat().ok());
+  GenerateOptions o = GenerateOptions::ForSpeechToSpeech(*Model());
+  o.max_new_tokens = kMaxNew;
+  LibOut out;
+  for (size_t i = 0; i < turns.size(); ++i) {
+    if (i > 0) {
+      if (turns[i].truncate != SIZE_MAX) EXPECT_TRUE((*c)->TruncateSpeech(turns[i].truncate).ok());
+      EXPECT_TRUE((*c)->EndTurn().ok());
+    }
+    EXPECT_TRUE((*c)->StartTurn("user").ok());
+    EXPECT_TRUE((*c)->AddAudio(turns[i].audio, 24000).ok());
+    EXPECT_TRUE((*c)->EndTurn().ok());
+    EXPECT_TRUE((*c)->StartTurn("assistant").ok());
+    out = {};
+    OutputCallbacks cb;
+    cb.on_text = [&](int32_t id, std::string_view piece) {
+      if (!Model()->IsSpecialToken(id)) out.text += piece;
+      return Status::Ok();
+    };
+    cb.on_pcm = [&](std::span<const float> p) {
+      out.pcm.insert(out.pcm.end(), p.begin(), p.end());
+      return Status::Ok();
+    };
+    EXPECT_TRUE((*c)->Generate(o, cb).ok());
+  }
+  return out;
+}
+
+TEST_F(ServerTest, RealtimeSpeechToSpeechEqualsTheLibrary) {
+  RealtimeClient c(port());
+  json created = c.Read();
+  EXPECT_EQ(created["type"], "session.created");
+  EXPECT_TRUE(created["session"]["id"].is_string());
+
+  // Bad events are error events; the socket stays usable.
+  c.SendRaw("{not json");
+  ExpectErrorEvent(c.Read());
+  c.Send({{"type", "no.such.event"}});
+  ExpectErrorEvent(c.Read());
+  c.Send({{"type", "input_audio_buffer.append"}, {"audio", "%%%"}});
+  ExpectErrorEvent(c.Read());
+  c.Send({{"type", "input_audio_buffer.commit"}});  // nothing appended
+  ExpectErrorEvent(c.Read());
+  c.Send({{"type", "response.create"}});  // nothing to answer
+  ExpectErrorEvent(c.Read());
+  c.Send({{"type", "session.update"}, {"session", {{"audio", {{"input", {{"turn_detection", nullptr}}}}}}}});
+  EXPECT_EQ(c.Read()["type"], "session.updated");
+
+  const std::string pcm = ClipS16();
+  RtAppendCommit(c, pcm);
+  RtAnswer a = RtRespond(c);
+  EXPECT_EQ(a.status, "completed");
+  ASSERT_GE(a.types.size(), 5u);
+  EXPECT_EQ(a.types.front(), "response.created");
+  EXPECT_EQ(a.types[1], "response.output_item.added");
+  EXPECT_EQ(a.types[a.types.size() - 3], "response.output_audio.done");
+  EXPECT_EQ(a.types[a.types.size() - 2], "response.output_audio_transcript.done");
+  const LibOut lib = LibraryRealtime({{FromS16(pcm)}});
+  EXPECT_EQ(a.transcript, lib.text);
+  EXPECT_EQ(a.audio.size(), lib.pcm.size() * 2);
+  EXPECT_TRUE(a.audio == S16(lib.pcm)) << "realtime speech bytes differ from the library's";
+
+  ASSERT_GT(lib.pcm.size(), 1920u) << "the steered demo answers in speech within the cap";
+  // conversation.item.truncate keeps the first 80 ms of that answer; the next turn continues from it.
+  {
+    c.Send({{"type", "conversation.item.truncate"},
+            {"item_id", a.item_id},
+            {"content_index", 0},
+            {"audio_end_ms", 80}});
+    EXPECT_EQ(c.Read()["type"], "conversation.item.truncated");
+    RtAppendCommit(c, pcm);
+    RtAnswer b = RtRespond(c);
+    EXPECT_EQ(b.status, "completed");
+    const LibOut lib2 = LibraryRealtime({{FromS16(pcm)}, {FromS16(pcm), 1920}});
+    EXPECT_EQ(b.transcript, lib2.text);
+    EXPECT_TRUE(b.audio == S16(lib2.pcm)) << "the truncated history's answer differs from the library's";
+  }
+}
+
+TEST_F(ServerTest, RealtimeCancelStopsTheResponse) {
+  RealtimeClient c(port());
+  EXPECT_EQ(c.Read()["type"], "session.created");
+  const std::string pcm = ClipS16();
+  RtAppendCommit(c, pcm);
+  const LibOut full = LibraryRealtime({{FromS16(pcm)}});
+  // The cancel follows the create at once: the scheduler stops the session at its next step.
+  c.Send({{"type", "response.create"}});
+  c.Send({{"type", "response.cancel"}});
+  std::string audio;
+  std::string status;
+  for (const json& e : c.ReadUntil("response.done")) {
+    if (e["type"] == "response.output_audio.delta")
+      audio += *Base64Decode(e["delta"].get<std::string>(), 1u << 26);
+    if (e["type"] == "response.done") status = e["response"]["status"];
+  }
+  EXPECT_EQ(status, "cancelled");
+  EXPECT_LT(audio.size(), full.pcm.size() * 2 + 1);
+  EXPECT_TRUE(audio == S16(full.pcm).substr(0, audio.size()))
+      << "the audio sent before the cancel is the answer's start";
+  // The session goes on: the next turn is answered.
+  RtAppendCommit(c, pcm);
+  EXPECT_EQ(RtRespond(c).status, "completed");
+}
+
 TEST(ServerCodec, MultipartAndBase64) {
   const std::string body =
       "preamble\r\n--XY\r\nContent-Disposition: form-data; name=\"a\"\r\n\r\n1\r\n"

@@ -75,14 +75,22 @@ Result<std::shared_ptr<Job>> Scheduler::Submit(JobSpec spec) {
 }
 
 void Scheduler::Start(std::shared_ptr<Job> job) {
-  if (job->cancelled()) {
+  if (job->cancelled() && !job->spec.conversation) {
     job->Push(Event::Error(Cancelled("the client went away before its turn")));
     return;
   }
-  auto conv =
-      Conversation::Create(model_, {.context = options_.context, .seed = job->spec.seed, .engine = engine_});
-  Status st = conv.ok() ? Status::Ok() : conv.status();
-  if (st.ok()) st = job->spec.prompt(**conv);
+  std::shared_ptr<Conversation> conv = job->spec.conversation;
+  Status st;
+  if (!conv) {
+    auto c = Conversation::Create(model_,
+                                  {.context = options_.context, .seed = job->spec.seed, .engine = engine_});
+    if (c.ok()) {
+      conv = std::move(c).value();
+    } else {
+      st = c.status();
+    }
+  }
+  if (st.ok()) st = job->spec.prompt(*conv);
   OutputCallbacks cb;
   Job* j = job.get();
   const AudioModel* model = model_.get();
@@ -109,12 +117,12 @@ void Scheduler::Start(std::shared_ptr<Job> job) {
       return Status::Ok();
     };
   }
-  if (st.ok()) st = (*conv)->BeginGenerate(job->spec.options, cb);
+  if (st.ok()) st = conv->BeginGenerate(job->spec.options, cb);
   if (!st.ok()) {
     job->Push(Event::Error(st));
     return;
   }
-  sessions_.push_back({std::move(job), std::move(conv).value()});
+  sessions_.push_back({std::move(job), std::move(conv)});
 }
 
 void Scheduler::Finish(Session& s) {

@@ -60,6 +60,9 @@ struct JobSpec {
   uint64_t seed = 0;
   bool want_pcm = true;
   bool text_only = false;  // stop at the first audio frame (a text-only chat answer)
+  // A conversation that outlives the job (a realtime session's, created on engine()): the prompt
+  // continues it instead of a fresh one. Only the scheduler thread touches it while the job runs.
+  std::shared_ptr<Conversation> conversation;
 };
 
 class Job {
@@ -108,6 +111,8 @@ class Scheduler {
   size_t active() const { return active_count_.load(); }
   size_t queued() const;
   const AudioModel& model() const { return *model_; }
+  const std::shared_ptr<const AudioModel>& model_ptr() const { return model_; }
+  const std::shared_ptr<Engine>& engine() const { return engine_; }
   const SchedulerOptions& options() const { return options_; }
 
  private:
@@ -115,7 +120,7 @@ class Scheduler {
   void Run();
   struct Session {
     std::shared_ptr<Job> job;
-    std::unique_ptr<Conversation> conv;
+    std::shared_ptr<Conversation> conv;
     bool cancel_sent = false;
   };
   void Start(std::shared_ptr<Job> job);

@@ -26,6 +26,7 @@
 #include "codec_util.h"
 #include "lfmvox/audio_io.h"
 #include "metrics.h"
+#include "realtime.h"
 #include "request_parse.h"
 #include "scheduler.h"
 
@@ -236,7 +237,8 @@ std::string EndpointLabel(std::string_view path) {
                                  "/metrics",
                                  "/v1/audio/speech",
                                  "/v1/audio/transcriptions",
-                                 "/v1/chat/completions"};
+                                 "/v1/chat/completions",
+                                 "/v1/realtime"};
   for (const char* k : kKnown)
     if (path == k) return k;
   return "other";
@@ -261,6 +263,7 @@ struct Server::Impl {
   std::thread loader;
   Metrics metrics;
   std::atomic<size_t> connections{0};
+  std::atomic<size_t> realtime_sessions{0};
   std::string model_id;
 
   std::mutex mu;
@@ -278,6 +281,14 @@ struct Server::Impl {
   net::awaitable<void> Accept();
   net::awaitable<void> Serve(tcp::socket socket);
   net::awaitable<bool> Handle(Exchange& ex);
+  bool Authorized(const Request& req) const {
+    if (opt.api_key.empty()) return true;
+    const auto it = req.find(http::field::authorization);
+    const std::string_view auth = it == req.end() ? std::string_view{} : SV(it->value());
+    const std::string_view prefix = "Bearer ";
+    return auth.size() > prefix.size() && auth.substr(0, prefix.size()) == prefix &&
+           ConstantTimeEquals(auth.substr(prefix.size()), opt.api_key);
+  }
   net::awaitable<bool> Speech(Exchange& ex);
   net::awaitable<bool> Transcription(Exchange& ex);
   net::awaitable<bool> Chat(Exchange& ex);
@@ -512,6 +523,12 @@ net::awaitable<void> Server::Impl::Serve(tcp::socket socket) {
         metrics.CountRequest(EndpointLabel(PathOf(ex.req.target())), ex.status);
         break;
       }
+      if (PathOf(ex.req.target()) == "/v1/realtime" && beast::websocket::is_upgrade(ex.req) && ready.load() &&
+          Authorized(ex.req)) {
+        metrics.CountRequest("/v1/realtime", 101);
+        co_await ServeRealtime(stream, std::move(ex.req), {scheduler.get(), &opt, &realtime_sessions});
+        break;
+      }
       bool keep = false;
       std::string failure;
       try {
@@ -551,19 +568,16 @@ net::awaitable<bool> Server::Impl::Handle(Exchange& ex) {
     }
     SEND_ERROR(ex, {503, why, "", "", "unavailable_error"});
   }
-  if (!opt.api_key.empty()) {
-    const auto it = ex.req.find(http::field::authorization);
-    const std::string_view auth = it == ex.req.end() ? std::string_view{} : SV(it->value());
-    const std::string_view prefix = "Bearer ";
-    const bool ok = auth.size() > prefix.size() && auth.substr(0, prefix.size()) == prefix &&
-                    ConstantTimeEquals(auth.substr(prefix.size()), opt.api_key);
-    if (!ok) {
-      SEND_ERROR(ex, {401, "a valid API key is required: send 'Authorization: Bearer KEY'", "",
-                      "invalid_api_key", "authentication_error"});
-    }
+  if (!Authorized(ex.req)) {
+    SEND_ERROR(ex, {401, "a valid API key is required: send 'Authorization: Bearer KEY'", "",
+                    "invalid_api_key", "authentication_error"});
   }
   const bool known = EndpointLabel(path) != "other";
   if (!known) SEND_ERROR(ex, {404, "no endpoint " + path, "", "unknown_url", "not_found_error"});
+  if (path == "/v1/realtime") {
+    if (!ready.load()) SEND_ERROR(ex, {503, "the model is loading", "", "", "unavailable_error"});
+    SEND_ERROR(ex, BadRequest("/v1/realtime is a WebSocket: send GET with 'Upgrade: websocket'"));
+  }
   const bool is_get = path == "/metrics" || path == "/v1/models";
   if (!only(is_get ? http::verb::get : http::verb::post)) {
     SEND_ERROR(ex, {405, path + " takes " + (is_get ? "GET" : "POST"), "", "method_not_allowed",

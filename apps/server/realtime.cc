@@ -1,0 +1,413 @@
+#include "realtime.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <deque>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "codec_util.h"
+#include "lfmvox/audio_io.h"
+
+namespace lfmvox::server {
+namespace {
+
+namespace net = boost::asio;
+namespace beast = boost::beast;
+namespace websocket = beast::websocket;
+using json = nlohmann::json;
+constexpr auto kAwait = net::use_awaitable;
+constexpr int kRate = 24000;  // the wire's PCM16 rate, both ways
+
+std::string Dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+std::string Id(const char* prefix) {
+  static std::atomic<uint64_t> n{0};
+  char buf[48];
+  std::snprintf(buf, sizeof(buf), "%s%llx", prefix, static_cast<unsigned long long>(n.fetch_add(1)));
+  return buf;
+}
+
+struct Session : std::enable_shared_from_this<Session> {
+  Session(beast::tcp_stream& s, RealtimeContext c) : ws(s), ctx(c) {}
+
+  websocket::stream<beast::tcp_stream&> ws;
+  RealtimeContext ctx;
+  std::shared_ptr<Conversation> conv;
+  std::string id = Id("sess_");
+  json turn_detection = nullptr;
+  std::string instructions;
+
+  // Writes go one at a time, in order.
+  std::deque<std::string> out;
+  bool writing = false;
+  bool closed = false;
+
+  // The history as the scheduler thread will build it; these are only touched on the connection's strand
+  // and copied into each job's prompt.
+  std::vector<float> buffer;                      // appended, not yet committed
+  std::vector<std::vector<float>> pending_audio;  // committed user turns not yet answered
+  std::vector<std::string> pending_text;          // user text items not yet answered
+  struct State {                                  // scheduler thread only
+    bool started = false;
+    bool open_turn = false;  // the last answer's turn is still open (EndTurn pending)
+  };
+  std::shared_ptr<State> state = std::make_shared<State>();
+  size_t truncate_to = SIZE_MAX;  // a conversation.item.truncate for the last answer, sent with the next job
+
+  std::shared_ptr<Job> job;  // the response in flight
+  std::string response_id, item_id;
+
+  void Send(json j) {
+    if (closed) return;
+    j["event_id"] = Id("event_");
+    out.push_back(Dump(j));
+    if (!writing) {
+      writing = true;
+      net::co_spawn(ws.get_executor(), Writer(shared_from_this()), net::detached);
+    }
+  }
+  static net::awaitable<void> Writer(std::shared_ptr<Session> self) {
+    while (!self->out.empty() && !self->closed) {
+      std::string s = std::move(self->out.front());
+      self->out.pop_front();
+      beast::error_code ec;
+      self->ws.text(true);
+      co_await self->ws.async_write(net::buffer(s), net::redirect_error(kAwait, ec));
+      if (ec) self->closed = true;
+    }
+    self->out.clear();
+    self->writing = false;
+  }
+  void Error(const std::string& message, const std::string& code = "", const std::string& param = "",
+             const std::string& type = "invalid_request_error") {
+    Send({{"type", "error"},
+          {"error",
+           {{"type", type},
+            {"message", message},
+            {"code", code.empty() ? json(nullptr) : json(code)},
+            {"param", param.empty() ? json(nullptr) : json(param)}}}});
+  }
+  json SessionObject() const {
+    return {{"id", id},
+            {"object", "realtime.session"},
+            {"type", "realtime"},
+            {"model", "lfmvox"},
+            {"instructions", instructions},
+            {"output_modalities", {"audio"}},
+            {"audio",
+             {{"input",
+               {{"format", {{"type", "audio/pcm"}, {"rate", kRate}}}, {"turn_detection", turn_detection}}},
+              {"output", {{"format", {{"type", "audio/pcm"}, {"rate", kRate}}}}}}}};
+  }
+
+  void Handle(const std::string& text);
+  void Commit(const std::string& previous);
+  void CreateResponse();
+  static net::awaitable<void> Stream(std::shared_ptr<Session> self, std::shared_ptr<Job> job);
+};
+
+void Session::Handle(const std::string& text) {
+  json e = json::parse(text, nullptr, false);
+  if (e.is_discarded() || !e.is_object()) return Error("the event is not a JSON object", "invalid_json");
+  if (!e.contains("type") || !e["type"].is_string())
+    return Error("the event has no string \"type\"", "", "type");
+  const std::string type = e["type"];
+  const double max_seconds = ctx.options->max_audio_seconds;
+  if (type == "session.update") {
+    if (!e.contains("session") || !e["session"].is_object()) {
+      return Error("session.update needs a \"session\" object", "", "session");
+    }
+    const json& s = e["session"];
+    if (s.contains("instructions")) {
+      if (!s["instructions"].is_string())
+        return Error("instructions must be a string", "", "session.instructions");
+      if (state->started)
+        return Error("instructions can only change before the first response", "", "session.instructions");
+      instructions = s["instructions"];
+    }
+    const json* td = nullptr;
+    if (s.contains("turn_detection")) td = &s["turn_detection"];
+    if (s.contains("audio") && s["audio"].is_object() && s["audio"].contains("input") &&
+        s["audio"]["input"].is_object() && s["audio"]["input"].contains("turn_detection")) {
+      td = &s["audio"]["input"]["turn_detection"];
+    }
+    if (td && !td->is_null()) {
+      return Error("server-side turn detection is not available; set turn_detection to null and commit turns",
+                   "unsupported_turn_detection", "session.audio.input.turn_detection");
+    }
+    Send({{"type", "session.updated"}, {"session", SessionObject()}});
+  } else if (type == "input_audio_buffer.append") {
+    if (!e.contains("audio") || !e["audio"].is_string())
+      return Error("append needs base64 \"audio\"", "", "audio");
+    const size_t cap = static_cast<size_t>(max_seconds * kRate);
+    auto bytes = Base64Decode(e["audio"].get<std::string>(), 2 * cap + 2);
+    if (!bytes.ok()) return Error(bytes.status().message(), "invalid_audio", "audio");
+    if (bytes->size() % 2)
+      return Error("PCM16 audio must have an even number of bytes", "invalid_audio", "audio");
+    if (buffer.size() + bytes->size() / 2 > cap) {
+      return Error("the input audio buffer is over the limit of " + std::to_string(max_seconds) + " seconds",
+                   "limit_exceeded", "audio");
+    }
+    for (size_t i = 0; i + 1 < bytes->size(); i += 2) {
+      const auto v = static_cast<int16_t>(static_cast<uint8_t>((*bytes)[i]) |
+                                          static_cast<uint16_t>(static_cast<uint8_t>((*bytes)[i + 1]) << 8));
+      buffer.push_back(static_cast<float>(v) / 32768.0f);
+    }
+  } else if (type == "input_audio_buffer.clear") {
+    buffer.clear();
+    Send({{"type", "input_audio_buffer.cleared"}});
+  } else if (type == "input_audio_buffer.commit") {
+    if (buffer.empty()) return Error("the input audio buffer is empty", "input_audio_buffer_commit_empty");
+    Commit("");
+  } else if (type == "conversation.item.create") {
+    const json* item = e.contains("item") && e["item"].is_object() ? &e["item"] : nullptr;
+    std::string t;
+    if (item && item->contains("content") && (*item)["content"].is_array()) {
+      for (const json& c : (*item)["content"]) {
+        if (c.is_object() && c.contains("text") && c["text"].is_string()) t += c["text"].get<std::string>();
+      }
+    }
+    if (!item || item->value("type", "") != "message" || item->value("role", "") != "user" || t.empty()) {
+      return Error("conversation.item.create takes a user message with input_text content", "", "item");
+    }
+    if (t.size() > ctx.options->max_text_chars)
+      return Error("the text is over the limit", "limit_exceeded", "item");
+    pending_text.push_back(t);
+    const std::string iid = Id("item_");
+    Send({{"type", "conversation.item.created"},
+          {"item",
+           {{"id", iid},
+            {"object", "realtime.item"},
+            {"type", "message"},
+            {"role", "user"},
+            {"status", "completed"},
+            {"content", {{{"type", "input_text"}, {"text", t}}}}}}});
+  } else if (type == "response.create") {
+    if (job) return Error("a response is already in progress", "conversation_already_has_active_response");
+    CreateResponse();
+  } else if (type == "response.cancel") {
+    if (!job) return Error("there is no response in progress", "response_cancel_not_active");
+    job->Cancel();
+  } else if (type == "conversation.item.truncate") {
+    if (job) return Error("truncate the answer after its response.done", "", "item_id");
+    if (item_id.empty() || e.value("item_id", "") != item_id) {
+      return Error("only the last assistant item can be truncated", "", "item_id");
+    }
+    if (!e.contains("audio_end_ms") || !e["audio_end_ms"].is_number_unsigned()) {
+      return Error("audio_end_ms must be a non-negative integer", "", "audio_end_ms");
+    }
+    truncate_to = e["audio_end_ms"].get<size_t>() * (kRate / 1000);
+    Send({{"type", "conversation.item.truncated"},
+          {"item_id", item_id},
+          {"content_index", 0},
+          {"audio_end_ms", e["audio_end_ms"]}});
+  } else {
+    Error("unknown event type \"" + type + "\"", "unknown_event", "type");
+  }
+}
+
+void Session::Commit(const std::string& previous) {
+  const std::string iid = Id("item_");
+  pending_audio.push_back(std::move(buffer));
+  buffer.clear();
+  Send({{"type", "input_audio_buffer.committed"},
+        {"previous_item_id", previous.empty() ? json(nullptr) : json(previous)},
+        {"item_id", iid}});
+  Send({{"type", "conversation.item.created"},
+        {"item",
+         {{"id", iid},
+          {"object", "realtime.item"},
+          {"type", "message"},
+          {"role", "user"},
+          {"status", "completed"},
+          {"content", {{{"type", "input_audio"}, {"transcript", nullptr}}}}}}});
+}
+
+void Session::CreateResponse() {
+  if (pending_audio.empty() && pending_text.empty()) {
+    return Error("nothing to answer: commit audio or create a user item first", "", "");
+  }
+  const AudioModel& model = ctx.scheduler->model();
+  JobSpec spec;
+  spec.options = GenerateOptions::ForSpeechToSpeech(model);
+  if (ctx.options->max_new_tokens > 0) spec.options.max_new_tokens = ctx.options->max_new_tokens;
+  spec.conversation = conv;
+  spec.prompt = [st = state, audio = std::move(pending_audio), text = std::move(pending_text),
+                 instr = instructions, keep = truncate_to](Conversation& c) -> Status {
+    if (!st->started) {
+      if (Status s = c.StartChat(instr); !s.ok()) return s;
+      st->started = true;
+    }
+    if (st->open_turn) {
+      if (keep != SIZE_MAX) {
+        if (Status s = c.TruncateSpeech(keep); !s.ok()) return s;
+      }
+      if (Status s = c.EndTurn(); !s.ok()) return s;
+      st->open_turn = false;
+    }
+    for (const auto& t : text) {
+      for (Status s : {c.StartTurn("user"), c.AddText(t), c.EndTurn()}) {
+        if (!s.ok()) return s;
+      }
+    }
+    for (const auto& a : audio) {
+      if (Status s = c.StartTurn("user"); !s.ok()) return s;
+      if (Status s = c.AddAudio(a, kRate); !s.ok()) return s;
+      if (Status s = c.EndTurn(); !s.ok()) return s;
+    }
+    Status s = c.StartTurn("assistant");
+    if (s.ok()) st->open_turn = true;
+    return s;
+  };
+  pending_audio.clear();
+  pending_text.clear();
+  truncate_to = SIZE_MAX;
+  auto j = ctx.scheduler->Submit(std::move(spec));
+  if (!j.ok()) return Error(j.status().message(), "server_busy", "", "server_error");
+  job = *j;
+  response_id = Id("resp_");
+  item_id = Id("item_");
+  Send({{"type", "response.created"},
+        {"response",
+         {{"id", response_id},
+          {"object", "realtime.response"},
+          {"status", "in_progress"},
+          {"output", json::array()}}}});
+  Send({{"type", "response.output_item.added"},
+        {"response_id", response_id},
+        {"output_index", 0},
+        {"item",
+         {{"id", item_id},
+          {"object", "realtime.item"},
+          {"type", "message"},
+          {"role", "assistant"},
+          {"status", "in_progress"},
+          {"content", json::array()}}}});
+  net::co_spawn(ws.get_executor(), Stream(shared_from_this(), job), net::detached);
+}
+
+net::awaitable<void> Session::Stream(std::shared_ptr<Session> self, std::shared_ptr<Job> job) {
+  const net::any_io_executor ex = self->ws.get_executor();
+  auto timer = std::make_shared<net::steady_timer>(ex);
+  job->SetNotify([timer, ex] { net::post(ex, [timer] { timer->cancel(); }); });
+  const json ids = {{"response_id", self->response_id},
+                    {"item_id", self->item_id},
+                    {"output_index", 0},
+                    {"content_index", 0}};
+  std::string transcript;
+  size_t sent = 0;
+  GenerateSummary summary;
+  Status failure;
+  for (bool finished = false; !finished;) {
+    std::vector<Event> events = job->Take(&finished);
+    for (Event& e : events) {
+      json m = ids;
+      if (e.kind == Event::kText) {
+        transcript += e.text;
+        m["type"] = "response.output_audio_transcript.delta";
+        m["delta"] = e.text;
+        self->Send(std::move(m));
+      } else if (e.kind == Event::kPcm) {
+        std::string bytes;
+        AppendPcmBytes(e.pcm, PcmFormat::kS16, &bytes);
+        sent += e.pcm.size();
+        m["type"] = "response.output_audio.delta";
+        m["delta"] = Base64Encode(bytes);
+        self->Send(std::move(m));
+      } else if (e.kind == Event::kDone) {
+        summary = e.summary;
+      } else {
+        failure = e.error;
+      }
+    }
+    if (!finished && events.empty()) {
+      timer->expires_after(std::chrono::seconds(1));
+      beast::error_code ec;
+      co_await timer->async_wait(net::redirect_error(kAwait, ec));
+    }
+  }
+  job->SetNotify(nullptr);
+  json done = ids;
+  done["type"] = "response.output_audio.done";
+  self->Send(done);
+  done["type"] = "response.output_audio_transcript.done";
+  done["transcript"] = transcript;
+  self->Send(done);
+  const std::string status = !failure.ok() ? "failed" : summary.cancelled ? "cancelled" : "completed";
+  json resp = {{"id", self->response_id},
+               {"object", "realtime.response"},
+               {"status", status},
+               {"output",
+                {{{"id", self->item_id},
+                  {"object", "realtime.item"},
+                  {"type", "message"},
+                  {"role", "assistant"},
+                  {"status", status == "completed" ? "completed" : "incomplete"},
+                  {"content", {{{"type", "output_audio"}, {"transcript", transcript}}}}}}},
+               {"usage", {{"output_tokens", summary.text_tokens + summary.audio_frames}}}};
+  if (!failure.ok())
+    resp["status_details"] = {{"type", "failed"}, {"error", {{"message", failure.message()}}}};
+  if (summary.cancelled) resp["status_details"] = {{"type", "cancelled"}, {"reason", "client_cancelled"}};
+  self->Send({{"type", "response.done"}, {"response", resp}});
+  // What the listener was sent is what the history keeps (applied before the next turn).
+  if (summary.cancelled) self->truncate_to = sent;
+  self->job.reset();
+}
+
+}  // namespace
+
+net::awaitable<void> ServeRealtime(beast::tcp_stream& stream,
+                                   beast::http::request<beast::http::string_body> req, RealtimeContext ctx) {
+  auto self = std::make_shared<Session>(stream, ctx);
+  struct Count {
+    std::atomic<size_t>& n;
+    size_t now;
+    explicit Count(std::atomic<size_t>& c) : n(c), now(c.fetch_add(1) + 1) {}
+    ~Count() { n.fetch_sub(1); }
+  } count(*ctx.sessions);
+  stream.expires_never();
+  self->ws.set_option(websocket::stream_base::timeout::suggested(beast::role_type::server));
+  self->ws.read_message_max(ctx.options->max_body_bytes);
+  beast::error_code ec;
+  co_await self->ws.async_accept(req, net::redirect_error(kAwait, ec));
+  if (ec) co_return;
+  if (count.now > ctx.options->max_sessions) {
+    self->Error("too many realtime sessions (the limit is " + std::to_string(ctx.options->max_sessions) + ")",
+                "session_limit", "", "server_error");
+  } else {
+    auto c =
+        Conversation::Create(ctx.scheduler->model_ptr(),
+                             {.context = ctx.options->context, .seed = 0, .engine = ctx.scheduler->engine()});
+    if (!c.ok()) {
+      self->Error(c.status().message(), "", "", "server_error");
+    } else {
+      self->conv = std::move(c).value();
+      self->Send({{"type", "session.created"}, {"session", self->SessionObject()}});
+      for (;;) {
+        beast::flat_buffer buf;
+        co_await self->ws.async_read(buf, net::redirect_error(kAwait, ec));
+        if (ec == websocket::error::message_too_big) {
+          self->Error(
+              "the message is over the limit of " + std::to_string(ctx.options->max_body_bytes) + " bytes",
+              "limit_exceeded");
+          break;
+        }
+        if (ec) break;
+        self->Handle(beast::buffers_to_string(buf.data()));
+      }
+    }
+  }
+  if (self->job) self->job->Cancel();
+  // Let the queued events (the last error) go out, then close.
+  for (int i = 0; i < 200 && self->writing; ++i) {
+    net::steady_timer t(stream.get_executor(), std::chrono::milliseconds(10));
+    co_await t.async_wait(net::redirect_error(kAwait, ec));
+  }
+  self->closed = true;
+  co_await self->ws.async_close(websocket::close_code::normal, net::redirect_error(kAwait, ec));
+}
+
+}  // namespace lfmvox::server
