@@ -17,25 +17,53 @@ size_t Utf8Chars(std::string_view s) {
   return n;
 }
 
+namespace {
+
+// Whether brackets outside strings nest deeper than kMaxJsonDepth; a scan that stops at the first level
+// past it, so a deep body costs no parse (for valid JSON this is the parser's depth).
+bool TooDeep(std::string_view s) {
+  int depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < s.size(); ++i) {
+    const char c = s[i];
+    if (in_string) {
+      if (c == '\\') {
+        ++i;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > kMaxJsonDepth) return true;
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
 std::optional<ApiError> ParseObject(std::string_view body, json* out) {
-  // The callback sees every value as the parser meets it, before the document holds it: past a limit
+  *out = json();
+  if (TooDeep(body)) {
+    return BadRequest("the request body nests JSON deeper than " + std::to_string(kMaxJsonDepth) + " levels");
+  }
+  // The callback sees every value as the parser meets it, before the document holds it: past the limit
   // it keeps nothing more, so the discarded document never grows.
-  bool too_deep = false;
   size_t values = 0;
-  const json::parser_callback_t limit = [&](int depth, json::parse_event_t event, json&) {
-    if (event == json::parse_event_t::key) return true;
-    if (depth > kMaxJsonDepth) too_deep = true;
-    if (event != json::parse_event_t::object_end && event != json::parse_event_t::array_end) ++values;
-    return !too_deep && values <= kMaxJsonValues;
+  const json::parser_callback_t limit = [&](int, json::parse_event_t event, json&) {
+    if (event == json::parse_event_t::key || event == json::parse_event_t::object_end ||
+        event == json::parse_event_t::array_end) {
+      return values <= kMaxJsonValues;
+    }
+    return ++values <= kMaxJsonValues;
   };
   try {
     *out = json::parse(body.begin(), body.end(), limit, false);
   } catch (const std::exception&) {  // std::bad_alloc
     *out = json(json::value_t::discarded);
-  }
-  if (too_deep) {
-    *out = json();
-    return BadRequest("the request body nests JSON deeper than " + std::to_string(kMaxJsonDepth) + " levels");
   }
   if (values > kMaxJsonValues) {
     *out = json();
