@@ -668,6 +668,39 @@ TEST(ServerLimits, AuthBodyLimitAndDisconnect) {
   const double budget = GenerateOptions::ForTts(*Model()).max_new_tokens * 0.08;  // 80 ms frames
   EXPECT_GT(produced, 0);
   EXPECT_LT(produced, budget / 2) << "the session ran on after its client left";
+
+  // The same for a non-stream reply (flac: nothing is written before the end): the hang-up alone
+  // cancels the session.
+  const double out_before2 =
+      MetricValue(Get(port, "/metrics", key).body, "lfmvox_audio_output_seconds_total");
+  {
+    net::io_context ioc;
+    tcp::socket sock(ioc);
+    sock.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), port));
+    http::request<http::string_body> req{http::verb::post, "/v1/audio/speech", 11};
+    req.set(http::field::host, "127.0.0.1");
+    req.set(http::field::authorization, "Bearer " + key);
+    req.set(http::field::content_type, "application/json");
+    req.body() = json{{"input", kSpeechText}, {"response_format", "flac"}, {"temperature", 0}}.dump();
+    req.keep_alive(false);
+    req.prepare_payload();
+    http::write(sock, req);
+    for (int i = 0; i < 200; ++i) {  // until its session runs
+      if (MetricValue(Get(port, "/metrics", key).body, "lfmvox_active_sessions") == 1) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    sock.close();
+  }
+  active = -1;
+  for (int i = 0; i < 200; ++i) {
+    active = MetricValue(Get(port, "/metrics", key).body, "lfmvox_active_sessions");
+    if (active == 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_EQ(active, 0);
+  EXPECT_LT(MetricValue(Get(port, "/metrics", key).body, "lfmvox_audio_output_seconds_total") - out_before2,
+            budget / 2)
+      << "the non-stream session ran on after its client left";
   (*s)->Stop();
 }
 

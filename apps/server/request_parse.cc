@@ -17,29 +17,50 @@ size_t Utf8Chars(std::string_view s) {
   return n;
 }
 
+namespace {
+
+// One scan of the brackets and commas outside strings: the nesting depth (stopping at the first level
+// past kMaxJsonDepth) and a bound on the values (each one after a container's first follows a comma).
+// nlohmann then parses only what is within both limits: a deep or huge body costs no parse (and
+// nlohmann's callback parser, the other way to bound it, erases discarded members in quadratic time).
+std::optional<ApiError> CheckLimits(std::string_view s) {
+  int depth = 0;
+  size_t values = 1;
+  bool in_string = false;
+  for (size_t i = 0; i < s.size(); ++i) {
+    const char c = s[i];
+    if (in_string) {
+      if (c == '\\') {
+        ++i;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > kMaxJsonDepth) {
+        return BadRequest("the request body nests JSON deeper than " + std::to_string(kMaxJsonDepth) +
+                          " levels");
+      }
+      ++values;
+    } else if (c == ']' || c == '}') {
+      --depth;
+    } else if (c == ',' && ++values > kMaxJsonValues) {
+      return BadRequest("the request body has more than " + std::to_string(kMaxJsonValues) + " JSON values");
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
 std::optional<ApiError> ParseObject(std::string_view body, json* out) {
-  // The callback sees every value as the parser meets it, before the document holds it: past a limit
-  // it keeps nothing more, so the discarded document never grows.
-  bool too_deep = false;
-  size_t values = 0;
-  const json::parser_callback_t limit = [&](int depth, json::parse_event_t event, json&) {
-    if (event == json::parse_event_t::key) return true;
-    if (depth > kMaxJsonDepth) too_deep = true;
-    if (event != json::parse_event_t::object_end && event != json::parse_event_t::array_end) ++values;
-    return !too_deep && values <= kMaxJsonValues;
-  };
+  *out = json();
+  if (auto e = CheckLimits(body)) return e;
   try {
-    *out = json::parse(body.begin(), body.end(), limit, false);
+    *out = json::parse(body.begin(), body.end(), nullptr, false);
   } catch (const std::exception&) {  // std::bad_alloc
     *out = json(json::value_t::discarded);
-  }
-  if (too_deep) {
-    *out = json();
-    return BadRequest("the request body nests JSON deeper than " + std::to_string(kMaxJsonDepth) + " levels");
-  }
-  if (values > kMaxJsonValues) {
-    *out = json();
-    return BadRequest("the request body has more than " + std::to_string(kMaxJsonValues) + " JSON values");
   }
   if (out->is_discarded()) return BadRequest("the request body is not valid JSON");
   if (!out->is_object()) return BadRequest("the request body must be a JSON object");

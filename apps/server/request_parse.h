@@ -26,8 +26,9 @@ struct ApiError {
 
 ApiError BadRequest(std::string message, std::string param = "", std::string code = "");
 
-// Request JSON: at most this deep and this many values (a chat's 256 messages of a few parts each
-// need far fewer), so a hostile body costs memory proportional to its size and no deep recursion.
+// Request JSON: at most this deep and this many values (checked by a scan before parsing) (a chat's 256
+// messages of a few parts each need far fewer), so a hostile body costs memory proportional to its size and
+// no deep recursion.
 inline constexpr int kMaxJsonDepth = 32;
 inline constexpr size_t kMaxJsonValues = size_t{1} << 16;
 

@@ -379,11 +379,31 @@ namespace {
 // Takes a job's events on the connection's strand: the scheduler's notification cancels the timer.
 class JobReader {
  public:
-  JobReader(std::shared_ptr<Job> job, const net::any_io_executor& ex)
-      : job_(std::move(job)), timer_(std::make_shared<net::steady_timer>(ex)) {
+  // Watches `socket` too: a client that hangs up while the job runs (a non-stream reply writes nothing
+  // until the end) cancels the job at once.
+  JobReader(std::shared_ptr<Job> job, tcp::socket& socket)
+      : job_(std::move(job)),
+        socket_(socket),
+        timer_(std::make_shared<net::steady_timer>(socket.get_executor())) {
+    const net::any_io_executor ex = socket.get_executor();
     job_->SetNotify([timer = timer_, ex] { net::post(ex, [timer] { timer->cancel(); }); });
+    socket.async_wait(tcp::socket::wait_read, [job = job_, timer = timer_, &socket](beast::error_code ec) {
+      if (ec == net::error::operation_aborted) return;  // the reader is done
+      // Readable: the end of the stream (or an error) means the client left; bytes (a pipelined request)
+      // are left for the next read.
+      char c;
+      beast::error_code peek_ec;
+      const size_t n = ec ? 0 : socket.receive(net::buffer(&c, 1), tcp::socket::message_peek, peek_ec);
+      if (peek_ec == net::error::would_block || peek_ec == net::error::try_again) return;
+      if (ec || peek_ec || n == 0) {
+        job->Cancel();
+        timer->cancel();
+      }
+    });
   }
   ~JobReader() {
+    beast::error_code ec;
+    socket_.cancel(ec);  // the wait above (no other operation is pending while a handler runs)
     job_->SetNotify(nullptr);
     job_->Cancel();  // a no-op once finished; otherwise the client is gone or the reply failed
   }
@@ -405,6 +425,7 @@ class JobReader {
 
  private:
   std::shared_ptr<Job> job_;
+  tcp::socket& socket_;
   std::shared_ptr<net::steady_timer> timer_;
   bool finished_ = false;
 };
@@ -640,7 +661,7 @@ net::awaitable<bool> Server::Impl::Speech(Exchange& ex) {
 
   const bool sse = stream_format == "sse";
   const int rate = model->sample_rate();
-  JobReader reader(*job, ex.stream.get_executor());
+  JobReader reader(*job, ex.stream.socket());
   std::vector<float> all;  // the whole speech, for the formats encoded at the end
   bool started = false;
   auto emit = [&](std::string_view bytes) -> net::awaitable<bool> {
@@ -728,7 +749,7 @@ net::awaitable<bool> Server::Impl::Transcription(Exchange& ex) {
   spec.want_pcm = false;
   auto job = scheduler->Submit(std::move(spec));
   if (!job.ok()) SEND_ERROR(ex, {503, job.status().message(), "", "", "unavailable_error"});
-  JobReader reader(*job, ex.stream.get_executor());
+  JobReader reader(*job, ex.stream.socket());
   const bool sse = form.stream;
   std::string text;
   bool started = false;
@@ -987,7 +1008,7 @@ net::awaitable<bool> Server::Impl::Chat(Exchange& ex) {
         {"model", model_id},
         {"choices", json::array({{{"index", 0}, {"delta", std::move(delta)}, {"finish_reason", finish}}})}};
   };
-  JobReader reader(*job, ex.stream.get_executor());
+  JobReader reader(*job, ex.stream.socket());
   std::string text;
   std::vector<float> pcm;
   bool started = false;
