@@ -17,6 +17,7 @@
 #include "help.h"
 #include "lfmvox/audio_io.h"
 #include "lfmvox/lfmvox.h"
+#include "lfmvox/transcribe.h"
 #include "serve_main.h"
 
 namespace {
@@ -456,31 +457,51 @@ int Quantize(int argc, char** argv) {
 int Asr(int argc, char** argv) {
   Args args;
   std::string err;
-  if (!ParseArgs(argc, argv, 2, {"model", "max-new", "threads", "weights"}, {"no-weight-check"}, &args, &err))
+  if (!ParseArgs(argc, argv, 2, {"model", "max-new", "threads", "weights", "format", "max-seconds", "window"},
+                 {"no-weight-check"}, &args, &err))
     return UsageError(err);
   const std::string* model_dir = args.Get("model");
   if (!model_dir || args.positional.size() != 1) return UsageError("asr needs --model and one audio file");
-  int threads;
-  if (int rc = ThreadsArg(args, &threads)) return rc;
-  int max_new = 0;
-  if (const std::string* v = args.Get("max-new"); v && !ParseInt(*v, 1, 1 << 20, &max_new)) {
+  lfmvox::TranscribeOptions t;
+  if (int rc = ThreadsArg(args, &t.threads)) return rc;
+  if (const std::string* v = args.Get("max-new"); v && !ParseInt(*v, 1, 1 << 20, &t.max_new_tokens)) {
     return UsageError("--max-new takes a positive integer");
+  }
+  lfmvox::TranscriptFormat format = lfmvox::TranscriptFormat::kText;
+  if (const std::string* f = args.Get("format")) {
+    if (*f == "json")
+      format = lfmvox::TranscriptFormat::kJson;
+    else if (*f == "srt")
+      format = lfmvox::TranscriptFormat::kSrt;
+    else if (*f == "vtt")
+      format = lfmvox::TranscriptFormat::kVtt;
+    else if (*f != "text")
+      return UsageError("--format takes text, json, srt or vtt, not " + *f);
+  }
+  float seconds = 0;
+  if (const std::string* v = args.Get("max-seconds")) {
+    if (!ParseFloat(*v, 0.001f, 1e7f, &seconds)) return UsageError("--max-seconds takes a positive number");
+    t.max_seconds = seconds;
+  }
+  if (const std::string* v = args.Get("window")) {
+    if (!ParseFloat(*v, 6, 3600, &seconds))
+      return UsageError("--window takes a number of seconds in [6, 3600]");
+    t.window_seconds = seconds;
   }
   auto model = lfmvox::AudioModel::Load(*model_dir, ModelOptionsArg(args));
   if (!model.ok()) return Fail(model.status().message());
-  lfmvox::GenerateOptions o = lfmvox::GenerateOptions::ForAsr(**model);
-  if (max_new > 0) o.max_new_tokens = max_new;
-  auto conv = lfmvox::Conversation::Create(*model, {.threads = threads});
-  if (!conv.ok()) return Fail(conv.status().message());
-  lfmvox::Conversation& c = **conv;
-  if (lfmvox::Status s = c.StartAsr(); !s.ok()) return Fail(s.message());
-  if (lfmvox::Status s = c.AddAudioFile(args.positional[0]); !s.ok()) return Fail(s.message());
-  for (lfmvox::Status s : {c.EndTurn(), c.StartTurn("assistant")}) {
-    if (!s.ok()) return Fail(s.message());
-  }
-  auto r = c.Generate(o, PrintText(**model));
-  std::printf("\n");
+  // Text goes out segment by segment as each window is done; the other formats once at the end.
+  auto on_segment = [&](const lfmvox::TranscriptSegment& s) {
+    if (format == lfmvox::TranscriptFormat::kText) {
+      std::fputs(lfmvox::FormatTranscript({&s, 1}, format).c_str(), stdout);
+      std::fflush(stdout);
+    }
+    return lfmvox::Status::Ok();
+  };
+  auto r = lfmvox::Transcribe(*model, args.positional[0], t, on_segment);
   if (!r.ok()) return Fail(r.status().message());
+  if (format != lfmvox::TranscriptFormat::kText)
+    std::fputs(lfmvox::FormatTranscript(r->segments, format).c_str(), stdout);
   return 0;
 }
 

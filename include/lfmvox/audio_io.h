@@ -22,8 +22,11 @@ enum class PcmFormat { kS16, kF32 };
 // as the official code holds them.
 Result<std::vector<int32_t>> LoadCodes(const std::string& path, int num_codebooks);
 
-// Where decoded PCM goes: a WAV file, or with path "-" raw little-endian
-// samples on stdout, flushed per chunk. A WAV is all or nothing: it grows in a
+// Where decoded PCM goes: an audio file, or with path "-" raw little-endian
+// samples on stdout, flushed per chunk. The container follows the extension:
+// .flac (16-bit), .ogg or .opus (Ogg/Opus), .mp3 (16-bit input; InvalidArgument
+// with kF32, Unimplemented where CanEncodeAudio says no), anything else WAV of
+// `format`. A file is all or nothing: it grows in a
 // temporary file in the same folder, which a successful Close renames onto
 // `path`; a failed Write or Close, or destruction without Close (a run that
 // failed), removes it and leaves `path` as it was. One thread at a time.

@@ -2,6 +2,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -121,6 +122,31 @@ std::string TemporaryPathFor(const std::string& path) {
   return (p.parent_path() / name).string();
 }
 
+// The container from the extension (case-insensitive): .flac, .ogg/.opus (Opus), .mp3; anything else
+// (.wav included) WAV of `format` (0). FLAC, Opus and MP3 hold 16-bit quantized samples.
+Result<int> FormatForPath(const std::string& path, int sample_rate, PcmFormat format) {
+  std::string ext = std::filesystem::path(path).extension().string();
+  for (char& c : ext) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  AudioFileFormat f;
+  if (ext == ".flac") {
+    f = AudioFileFormat::kFlac;
+  } else if (ext == ".ogg" || ext == ".opus") {
+    f = AudioFileFormat::kOpus;
+  } else if (ext == ".mp3") {
+    f = AudioFileFormat::kMp3;
+  } else {
+    return 0;
+  }
+  if (format == PcmFormat::kF32) {
+    return InvalidArgument(path + ": " + ext + " files hold 16-bit samples; drop --pcm f32 or write a .wav");
+  }
+  if (!CanEncodeAudio(f, sample_rate)) {
+    return Unimplemented(StrFormat("%s: this libsndfile cannot write %s at %d Hz; write a .wav or .flac",
+                                   path.c_str(), ext.c_str(), sample_rate));
+  }
+  return SfFormat(f);
+}
+
 class StdoutOutput final : public PcmOutput {
  public:
   explicit StdoutOutput(PcmFormat f) : format_(f) {}
@@ -143,8 +169,9 @@ Result<std::unique_ptr<PcmOutput>> PcmOutput::Open(const std::string& path, int 
     if (std::filesystem::is_directory(path, ec)) {
       return InvalidArgument(path + " is a folder; give the WAV file to write (or - for stdout)");
     }
+    LFM_ASSIGN_OR_RETURN(const int sf_format, FormatForPath(path, sample_rate, format));
     const std::string tmp = TemporaryPathFor(path);
-    Result<WavWriter> w = WavWriter::Create(tmp, sample_rate, 1, format);
+    Result<WavWriter> w = WavWriter::Create(tmp, sample_rate, 1, format, sf_format);
     if (!w.ok()) {
       std::remove(tmp.c_str());
       return IoError(w.status().message() + " (the temporary file for " + path + ")");

@@ -336,8 +336,8 @@ int16_t FloatToS16(float x) {
   return static_cast<int16_t>(std::lround(x * 32767.0f));
 }
 
-Result<WavWriter> WavWriter::Create(const std::string& path, int sample_rate, int channels,
-                                    PcmFormat format) {
+Result<WavWriter> WavWriter::Create(const std::string& path, int sample_rate, int channels, PcmFormat format,
+                                    int sf_format) {
   if (sample_rate <= 0 || sample_rate > 1000000) {
     return InvalidArgument(StrFormat("sample rate %d Hz is not in (0, 1000000]", sample_rate));
   }
@@ -346,11 +346,13 @@ Result<WavWriter> WavWriter::Create(const std::string& path, int sample_rate, in
   SF_INFO info{};
   info.samplerate = sample_rate;
   info.channels = channels;
-  info.format = SF_FORMAT_WAV | (format == PcmFormat::kS16 ? SF_FORMAT_PCM_16 : SF_FORMAT_FLOAT);
+  info.format = sf_format != 0
+                    ? sf_format
+                    : SF_FORMAT_WAV | (format == PcmFormat::kS16 ? SF_FORMAT_PCM_16 : SF_FORMAT_FLOAT);
   SNDFILE* sf = sf_open(path.c_str(), SFM_WRITE, &info);
   if (sf == nullptr) return IoError("cannot create " + path + ": " + sf_strerror(nullptr));
   // Keep the header current after every write, so a partial file is still a valid WAV.
-  sf_command(sf, SFC_SET_UPDATE_HEADER_AUTO, nullptr, SF_TRUE);
+  if (sf_format == 0) sf_command(sf, SFC_SET_UPDATE_HEADER_AUTO, nullptr, SF_TRUE);
   WavWriter w;
   w.sf_ = sf;
   w.path_ = path;

@@ -86,8 +86,10 @@ int16_t FloatToS16(float x);
 // are (no clamp).
 class WavWriter {
  public:
+  // sf_format: libsndfile's SF_FORMAT_* word for another container (FLAC, Ogg/Opus, MP3); 0: WAV of
+  // `format`. kS16 samples are quantized by FloatToS16 before any encoder sees them.
   static Result<WavWriter> Create(const std::string& path, int sample_rate, int channels = 1,
-                                  PcmFormat format = PcmFormat::kS16);
+                                  PcmFormat format = PcmFormat::kS16, int sf_format = 0);
   WavWriter(WavWriter&& o) noexcept;
   WavWriter& operator=(WavWriter&& o) noexcept;
   WavWriter(const WavWriter&) = delete;
