@@ -14,7 +14,6 @@ PACKAGES=(
   clang-format                          # the checked-in .clang-format, enforced by scripts/test.sh
   libkissfft-dev                        # only a yardstick in bench_fft, which picks our own FFT (BSD-3)
   libpcre2-dev                          # PCRE2: Unicode-property regex, tokenizer pre-tokenizer (BSD-3)
-  nodejs npm                            # test only: the official `openai` npm client against `lfmvox serve` (tests/clients)
   libboost-dev                          # Boost.Beast/Asio, header-only: HTTP/1.1 (and WebSocket) for `lfmvox serve` (BSL-1.0)
   nginx curl                            # tests only: two `serve` replicas behind deploy/nginx.conf (docs/deploy.md)
 )
@@ -23,6 +22,13 @@ missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+# Test only: Node.js and npm run the official `openai` npm client against
+# `lfmvox serve` (tests/clients). Many machines carry them from NodeSource,
+# whose nodejs bundles npm and conflicts with Debian's npm package, so they
+# are asked for as commands, and Debian's packages are installed only when
+# the commands are absent.
+command -v node >/dev/null 2>&1 || missing+=(nodejs)
+command -v npm >/dev/null 2>&1 || missing+=(npm)
 if [ ${#missing[@]} -eq 0 ]; then
   exit 0
 fi
