@@ -448,6 +448,37 @@ int CollectPcm(void* user, const float* pcm, size_t n) {
   return 0;
 }
 
+// Issue 10, item 1, for LFM3 sessions: the conversation's bytes are planned from the config before anything
+// is allocated. The plan equals what Lfm3State::Create then allocates (state_bytes(), the buffers as
+// allocated), and the demo backbone (conv, full attention, conv, sliding attention of 8; 2 KV heads of 8) at
+// 4096 positions holds 2 * 4096 * 16 floats = 512 KiB of full-attention K/V plus 4096 * (8 + 12 * 4) bytes of
+// history, so under LFMVOX_MEMORY_LIMIT=512K it is refused with its sizes and a context of 256 fits.
+TEST(Lfm3Api, ConversationBeyondTheMemoryLimitIsRefusedWithItsSizes) {
+  Result<std::unique_ptr<Lfm3AudioModel>> mr = Lfm3AudioModel::Load(ModelDir());
+  ASSERT_TRUE(mr.ok()) << mr.status().ToString();
+  const Lfm3Stack& stack = (*mr)->backbone().stack();
+  for (auto [rows, ctx] : {std::pair<size_t, size_t>{1, 16}, {64, 256}, {512, 4096}}) {
+    Result<Lfm3State> st = Lfm3State::Create(stack, rows, ctx);
+    ASSERT_TRUE(st.ok()) << st.status().ToString();
+    EXPECT_EQ(Lfm3State::PlannedBytes(stack, rows, ctx), static_cast<double>(st->state_bytes()))
+        << rows << " rows, " << ctx << " positions";
+  }
+  auto m = LoadModel();
+  ASSERT_TRUE(m);
+  setenv("LFMVOX_MEMORY_LIMIT", "512K", 1);
+  auto big = Conversation::Create(m, {.context = 4096});
+  auto small = Conversation::Create(m, {.context = 256});
+  unsetenv("LFMVOX_MEMORY_LIMIT");
+  ASSERT_FALSE(big.ok());
+  EXPECT_EQ(big.status().code(), StatusCode::kOutOfRange);
+  const std::string& msg = big.status().message();
+  EXPECT_NE(msg.find("a conversation of 4096 positions needs"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("history 229376 bytes"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("memory limit of 524288 bytes"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("--context"), std::string::npos) << msg;
+  EXPECT_TRUE(small.ok()) << small.status().ToString();
+}
+
 TEST(Lfm3Api, TheCApiAndTheCliGiveTheSamePcm) {
   std::shared_ptr<const AudioModel> m = LoadModel();
   ASSERT_NE(m, nullptr);

@@ -168,14 +168,28 @@ Result<Lfm3State> Lfm3State::Create(const Lfm3Stack& stack, size_t max_rows, siz
       s.conv_state_[i].Reset(static_cast<size_t>(c.conv_kernel - 1) * H);
       continue;
     }
-    // Sliding: window − 1 rows carried over plus this call's; full causal: the context;
-    // bidirectional: this call's rows.
-    const size_t window = static_cast<size_t>(c.attention_window(i));
-    const size_t capacity = window > 0 ? window - 1 + max_rows : c.bidirectional() ? max_rows : max_positions;
-    s.kv_[i].Allocate(capacity, KV, window);
+    const size_t capacity = KvCapacity(c, i, max_rows, max_positions);
+    s.kv_[i].Allocate(capacity, KV, static_cast<size_t>(c.attention_window(i)));
     s.max_keys_ = std::max(s.max_keys_, capacity);
   }
   return s;
+}
+
+size_t Lfm3State::KvCapacity(const Lfm3StackConfig& c, size_t i, size_t max_rows, size_t max_positions) {
+  const size_t window = static_cast<size_t>(c.attention_window(i));
+  return window > 0 ? window - 1 + max_rows : c.bidirectional() ? max_rows : max_positions;
+}
+
+double Lfm3State::PlannedBytes(const Lfm3Stack& stack, size_t max_rows, size_t max_positions) {
+  const Lfm3StackConfig& c = stack.config();
+  const double H = c.hidden_size, KV = static_cast<double>(stack.attention_shape().kv_dim());
+  double bytes = 0;
+  for (size_t i = 0; i < c.layers.size(); ++i) {
+    bytes += c.layers[i] == Lfm3LayerKind::kConv
+                 ? (c.conv_kernel - 1) * H * sizeof(float)
+                 : 2 * static_cast<double>(KvCapacity(c, i, max_rows, max_positions)) * KV * sizeof(float);
+  }
+  return bytes;
 }
 
 void Lfm3State::Reset() {

@@ -117,6 +117,9 @@ class Lfm3State {
   // positions a sequence may reach; required, >= max_rows, when the stack has such a layer, else
   // ignored).
   static Result<Lfm3State> Create(const Lfm3Stack& stack, size_t max_rows, size_t max_positions = 0);
+  // The bytes Create would allocate for these sizes (conv histories + K/V), computed from the config
+  // alone, so a caller can check them against a memory budget first.
+  static double PlannedBytes(const Lfm3Stack& stack, size_t max_rows, size_t max_positions);
 
   // Back to position 0 with empty histories.
   void Reset();
@@ -136,6 +139,10 @@ class Lfm3State {
  private:
   friend Status Lfm3ForwardKeep(const Lfm3Stack&, std::span<Lfm3State* const>, std::span<const size_t>,
                                 std::span<const size_t>, float*, Lfm3Scratch&, ThreadTeam&, TraceSink*);
+
+  // Rows of layer i's K/V ring: sliding, window − 1 carried over plus a call's; full causal, the
+  // context; bidirectional, a call's rows.
+  static size_t KvCapacity(const Lfm3StackConfig& c, size_t i, size_t max_rows, size_t max_positions);
 
   const Lfm3Stack* stack_ = nullptr;
   size_t max_rows_ = 0;
@@ -158,6 +165,10 @@ class Lfm3Scratch {
  private:
   friend Status Lfm3ForwardKeep(const Lfm3Stack&, std::span<Lfm3State* const>, std::span<const size_t>,
                                 std::span<const size_t>, float*, Lfm3Scratch&, ThreadTeam&, TraceSink*);
+  // Rows of layer i's K/V ring: sliding, window − 1 carried over plus a call's; full causal, the
+  // context; bidirectional, a call's rows.
+  static size_t KvCapacity(const Lfm3StackConfig& c, size_t i, size_t max_rows, size_t max_positions);
+
   const Lfm3Stack* stack_ = nullptr;
   size_t max_rows_ = 0;
   AlignedBuffer<float> xn_;     // [R, H]  normed input of the current op

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "base/memory_budget.h"
 #include "blocks/weights.h"
 #include "io/json_config.h"
 #include "threading/thread_team.h"
@@ -149,6 +150,17 @@ Result<std::unique_ptr<Lfm3Session>> Lfm3Session::Create(const Lfm3AudioModel& m
   if (o.prefill_chunk < 1 || o.prefill_chunk > 4096)
     return InvalidArgument("prefill_chunk must be in [1, 4096]");
   const size_t rows = std::min(o.prefill_chunk, o.context);
+  // The conversation's bytes, from the config, before anything is allocated (issue 10, item 1): K/V caches
+  // and conv states, and the history of positions and audio codes reserved below.
+  const double state_bytes = Lfm3State::PlannedBytes(model.backbone().stack(), rows, o.context);
+  const double history_bytes =
+      static_cast<double>(o.context) *
+      (sizeof(Position) + static_cast<double>(model.config().n_codebooks) * sizeof(int32_t));
+  LFM_RETURN_IF_ERROR(CheckMemoryBudget(
+      state_bytes + history_bytes, StrFormat("a conversation of %zu positions", o.context),
+      StrFormat("K/V caches and conv states %s, history %s; lower the context: ConversationOptions::context, "
+                "--context N",
+                FormatBytes(state_bytes).c_str(), FormatBytes(history_bytes).c_str())));
   LFM_ASSIGN_OR_RETURN(Lfm3State state, Lfm3State::Create(model.backbone().stack(), rows, o.context));
   LFM_ASSIGN_OR_RETURN(Lfm3DepthState depth, Lfm3DepthState::Create(model.depth(), model.sampling(), o.seed));
   LFM_ASSIGN_OR_RETURN(
