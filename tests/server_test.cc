@@ -1171,6 +1171,9 @@ TEST_F(ServerTest, RealtimeBargeInCancelsAndTruncates) {
       {{cut(turn, started1, stopped1, 0), SIZE_MAX, made}, {cut(turn2, started2, stopped2, offset_ms), sent}},
       kLong);
   EXPECT_EQ(b.transcript, lib.text);
+  const std::string metrics = Get(server->port(), "/metrics").body;
+  EXPECT_EQ(MetricValue(metrics, "lfmvox_realtime_vad_turns_total"), 2);
+  EXPECT_EQ(MetricValue(metrics, "lfmvox_realtime_barge_ins_total"), 1);
   EXPECT_TRUE(b.audio == S16(lib.pcm))
       << "the answer after the barge-in differs from the library's with the history "
          "truncated at the "
