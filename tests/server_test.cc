@@ -1103,6 +1103,19 @@ TEST_F(ServerTest, RealtimeServerVadCommitsAndAnswers) {
   EXPECT_EQ(a.transcript, lib.text);
   EXPECT_EQ(a.audio.size(), lib.pcm.size() * 2);
   EXPECT_TRUE(a.audio == S16(lib.pcm)) << "the VAD turn's answer differs from the library's";
+
+  // create_response false: the turn is committed and nothing answers it. The clear after the audio is
+  // handled after it, so every event the audio caused comes before `cleared`.
+  json quiet = kVadConfig;
+  quiet["create_response"] = false;
+  c.Send({{"type", "session.update"}, {"session", {{"audio", {{"input", {{"turn_detection", quiet}}}}}}}});
+  EXPECT_EQ(c.Read()["type"], "session.updated");
+  AppendChunks(c, pcm);
+  c.Send({{"type", "input_audio_buffer.clear"}});
+  const RtAnswer q = RtCollect(c.ReadUntil("input_audio_buffer.cleared"));
+  EXPECT_EQ(q.types.size(), 5u);  // speech_started, speech_stopped, committed, item.created, cleared
+  EXPECT_TRUE(q.first.count("input_audio_buffer.committed"));
+  EXPECT_FALSE(q.first.count("response.created"));
 }
 
 // Barge-in: speech during a response cancels it (nothing more is sent after speech_started) and the
