@@ -29,6 +29,7 @@
 #include "realtime.h"
 #include "request_parse.h"
 #include "scheduler.h"
+#include "web_assets.h"
 
 namespace lfmvox::server {
 
@@ -241,7 +242,19 @@ std::string EndpointLabel(std::string_view path) {
                                  "/v1/realtime"};
   for (const char* k : kKnown)
     if (path == k) return k;
+  if (WebAsset(path)) return "web";
   return "other";
+}
+
+// Whether a WebSocket upgrade may go ahead: browsers send Origin, and a page from another site must not
+// drive a server on this machine's loopback (clients other than browsers send no Origin).
+bool SameOrigin(const Request& req) {
+  const auto origin = req.find(http::field::origin);
+  if (origin == req.end()) return true;
+  const auto host = req.find(http::field::host);
+  const std::string_view o = SV(origin->value());
+  const size_t scheme = o.find("://");
+  return host != req.end() && scheme != std::string_view::npos && o.substr(scheme + 3) == SV(host->value());
 }
 
 }  // namespace
@@ -545,7 +558,7 @@ net::awaitable<void> Server::Impl::Serve(tcp::socket socket) {
         break;
       }
       if (PathOf(ex.req.target()) == "/v1/realtime" && beast::websocket::is_upgrade(ex.req) && ready.load() &&
-          Authorized(ex.req)) {
+          Authorized(ex.req) && SameOrigin(ex.req)) {
         metrics.CountRequest("/v1/realtime", 101);
         co_await ServeRealtime(stream, std::move(ex.req), {scheduler.get(), &opt, &realtime_sessions});
         break;
@@ -589,6 +602,17 @@ net::awaitable<bool> Server::Impl::Handle(Exchange& ex) {
     }
     SEND_ERROR(ex, {503, why, "", "", "unavailable_error"});
   }
+  if (const WebFile* f = WebAsset(path)) {  // the page holds no secret: no key needed to load it
+    if (!only(http::verb::get))
+      SEND_ERROR(ex, {405, path + " takes GET", "", "method_not_allowed", "invalid_request_error"});
+    std::vector<std::pair<std::string, std::string>> headers = {
+        {"Content-Security-Policy", std::string(kWebCsp)},
+        {"X-Content-Type-Options", "nosniff"},
+        {"Referrer-Policy", "no-referrer"},
+        {"Cross-Origin-Opener-Policy", "same-origin"},
+        {"Cache-Control", "no-cache"}};
+    co_return co_await ex.Send(200, f->content_type, std::string(f->body), std::move(headers));
+  }
   if (!Authorized(ex.req)) {
     SEND_ERROR(ex, {401, "a valid API key is required: send 'Authorization: Bearer KEY'", "",
                     "invalid_api_key", "authentication_error"});
@@ -596,6 +620,11 @@ net::awaitable<bool> Server::Impl::Handle(Exchange& ex) {
   const bool known = EndpointLabel(path) != "other";
   if (!known) SEND_ERROR(ex, {404, "no endpoint " + path, "", "unknown_url", "not_found_error"});
   if (path == "/v1/realtime") {
+    if (!SameOrigin(ex.req)) {
+      SEND_ERROR(
+          ex, {403, "a WebSocket from another site's page is refused: open the page this server serves", "",
+               "cross_origin", "permission_error"});
+    }
     if (!ready.load()) SEND_ERROR(ex, {503, "the model is loading", "", "", "unavailable_error"});
     SEND_ERROR(ex, BadRequest("/v1/realtime is a WebSocket: send GET with 'Upgrade: websocket'"));
   }

@@ -1,0 +1,241 @@
+// The page `lfmvox serve` serves at `/` (apps/server/web), in Debian's headless Chromium driven by
+// playwright-core, with a fake microphone playing tests/data/inputs/question.wav (then 2 s of silence,
+// looped). Model: the steered demo checkpoint tests/server_test.cc and tests/clients use (greedy, seed 0:
+// server_test checks the realtime answer bit for bit against the library). Checks:
+// - the files' Content-Type, the Content-Security-Policy, no file outside the table, 405/404;
+// - a WebSocket from another site's page (Origin) is refused with 403;
+// - push to talk (`?vad=0`): the answer's transcript deltas join to its done transcript and equal, with
+//   its speech bytes, what a fresh realtime session answers for the exact PCM16 the page committed; every
+//   received sample is played (the playback worklet's count), none dropped;
+// - without server VAD in the server, the page falls back to push to talk on the error event.
+//   node web_page_test.mjs LFMVOX MAKE_CHECKPOINT TEST_DATA_DIR WORK_DIR   (run_web_test.sh)
+import assert from 'node:assert/strict';
+import { execFileSync, spawn } from 'node:child_process';
+import { readFileSync, writeFileSync, mkdirSync, rmSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import http from 'node:http';
+import path from 'node:path';
+
+const [lfmvox, makeCheckpoint, dataDir, work] = process.argv.slice(2).map((p) => path.resolve(p));
+const require = createRequire(path.join(work, 'package.json'));
+const { chromium } = require('playwright-core');
+
+const kMaxNew = '40';  // as server_test and tests/clients
+const kRate = 24000;
+
+function checkpoint(name) {
+  const dir = path.join(work, name);
+  mkdirSync(dir, { recursive: true });
+  execFileSync(makeCheckpoint, ['lfm25-audio', '--size', 'demo', '--tokenizer', path.join(dataDir, 'tokenizer/tokenizer.json'),
+                                '--out', dir, '--steer-tts', 'Hello there.', '--voice', 'US female'],
+               { stdio: ['ignore', 'ignore', 'inherit'] });
+  return dir;
+}
+
+function serve(model) {
+  const child = spawn(lfmvox, ['serve', '--model', model, '--port', '0', '--max-new', kMaxNew, '--threads', '1'],
+                      { stdio: ['ignore', 'ignore', 'pipe'] });
+  let log = '';
+  return new Promise((resolve, reject) => {
+    let port = 0;
+    child.stderr.on('data', (d) => {
+      log += d;
+      const m = /listening on http:\/\/127\.0\.0\.1:(\d+)/.exec(log);
+      if (m) port = Number(m[1]);
+      if (port && log.includes('lfmvox serve: ready')) resolve({ child, port });
+    });
+    child.on('exit', (code) => reject(new Error(`lfmvox serve exited ${code}: ${log}`)));
+  });
+}
+
+// question.wav with 2 s of silence after it (the same format), for the fake microphone.
+function micWav(file) {
+  const wav = readFileSync(path.join(dataDir, 'inputs/question.wav'));
+  let at = 12;
+  while (wav.subarray(at, at + 4).toString('latin1') !== 'data') at += 8 + wav.readUInt32LE(at + 4);
+  const fmt = wav.subarray(0, at), data = wav.subarray(at + 8, at + 8 + wav.readUInt32LE(at + 4));
+  const silence = Buffer.alloc(2 * wav.readUInt32LE(24) * wav.readUInt16LE(22) * 2);
+  const head = Buffer.alloc(8);
+  head.write('data', 0, 'latin1');
+  head.writeUInt32LE(data.length + silence.length, 4);
+  const out = Buffer.concat([fmt, head, data, silence]);
+  out.writeUInt32LE(out.length - 8, 4);
+  writeFileSync(file, out);
+}
+
+function get(port, p, { method = 'GET', headers = {} } = {}) {
+  return new Promise((resolve, reject) => {
+    const req = http.request({ host: '127.0.0.1', port, path: p, method, headers }, (res) => {
+      const chunks = [];
+      res.on('data', (c) => chunks.push(c));
+      res.on('end', () => resolve({ status: res.statusCode, headers: res.headers, body: Buffer.concat(chunks) }));
+    });
+    req.on('upgrade', (res, socket) => {
+      socket.destroy();
+      resolve({ status: res.statusCode, headers: res.headers, body: Buffer.alloc(0) });
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+let failures = 0, passed = 0;
+async function test(name, fn) {
+  try {
+    await fn();
+    ++passed;
+    console.log(`ok   ${name}`);
+  } catch (e) {
+    ++failures;
+    console.log(`FAIL ${name}: ${e.stack || e}`);
+  }
+}
+
+const model = checkpoint('demo_tts');
+const mic = path.join(work, 'mic.wav');
+micWav(mic);
+const server = await serve(model);
+const base = `http://127.0.0.1:${server.port}`;
+const profile = path.join(work, 'profile');
+rmSync(profile, { recursive: true, force: true });
+const args = ['--use-fake-ui-for-media-stream', '--use-fake-device-for-media-stream', `--use-file-for-fake-audio-capture=${mic}`,
+              '--autoplay-policy=no-user-gesture-required', '--disable-gpu', '--disable-quic', '--no-first-run',
+              '--disable-background-networking', '--disable-component-update', '--disable-sync'];
+if (process.getuid && process.getuid() === 0) args.push('--no-sandbox');
+let browser = null;
+
+// Opens the page in a fresh context; collects console errors (CSP violations among them).
+async function open(query) {
+  const context = await browser.newContext();
+  const page = await context.newPage();
+  const problems = [];
+  page.on('console', (m) => { if (m.type() === 'error') problems.push(m.text()); });
+  page.on('pageerror', (e) => problems.push(String(e)));
+  page.on('response', (r) => { if (r.status() >= 400) problems.push(`${r.status()} ${r.url()}`); });
+  await page.goto(`${base}/${query}`);
+  return { context, page, problems };
+}
+const stats = (page) => page.evaluate(() => JSON.parse(JSON.stringify(window.lfmvoxStats)));
+
+try {
+  await test('files: Content-Type, CSP, nothing else', async () => {
+    const types = { '/': 'text/html; charset=utf-8', '/index.html': 'text/html; charset=utf-8',
+                    '/app.js': 'text/javascript; charset=utf-8', '/style.css': 'text/css; charset=utf-8',
+                    '/capture-worklet.js': 'text/javascript; charset=utf-8',
+                    '/playback-worklet.js': 'text/javascript; charset=utf-8', '/favicon.svg': 'image/svg+xml' };
+    const root = await get(server.port, '/');
+    for (const [p, type] of Object.entries(types)) {
+      const r = await get(server.port, p);
+      assert.equal(r.status, 200, p);
+      assert.equal(r.headers['content-type'], type, p);
+      assert.equal(r.headers['x-content-type-options'], 'nosniff', p);
+      const csp = r.headers['content-security-policy'];
+      assert.match(csp, /^default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self';/, p);
+      assert.doesNotMatch(csp, /unsafe|\*|data:|blob:/, p);
+      assert.match(csp, /frame-ancestors 'none'/, p);
+      assert.ok(r.body.length > 100, p);
+    }
+    assert.ok((await get(server.port, '/index.html')).body.equals(root.body));
+    assert.match(root.body.toString(), /<script src="app.js" defer><\/script>/);
+    assert.doesNotMatch(root.body.toString(), /<script>|\son[a-z]+=|style=/, 'no inline code for the CSP to refuse');
+    for (const p of ['/../../etc/passwd', '/%2e%2e/README.md', '/app.js/', '/web/app.js', '/index.htm', '/CMakeLists.txt'])
+      assert.equal((await get(server.port, p)).status, 404, p);
+    assert.equal((await get(server.port, '/', { method: 'POST' })).status, 405);
+  });
+
+  await test('realtime: a WebSocket from another site is refused (403), same origin upgrades (101)', async () => {
+    const ws = { Upgrade: 'websocket', Connection: 'Upgrade', 'Sec-WebSocket-Version': '13',
+                 'Sec-WebSocket-Key': 'dGhlIHNhbXBsZSBub25jZQ==' };
+    const evil = await get(server.port, '/v1/realtime', { headers: { ...ws, Origin: 'http://evil.example' } });
+    assert.equal(evil.status, 403);
+    assert.equal(JSON.parse(evil.body).error.code, 'cross_origin');
+    const other = await get(server.port, '/v1/realtime', { headers: { ...ws, Origin: `http://localhost:${server.port}` } });
+    assert.equal(other.status, 403, 'another host name is another origin');
+    const same = await get(server.port, '/v1/realtime', { headers: { ...ws, Origin: base } });
+    assert.equal(same.status, 101);
+  });
+
+  browser = await chromium.launch({ executablePath: process.env.LFMVOX_CHROMIUM || '/usr/bin/chromium', headless: true, args });
+
+  await test('push to talk: transcript and speech = a fresh session on the committed PCM, all played', async () => {
+    const { context, page, problems } = await open('?vad=0');
+    await page.click('#start');
+    await page.waitForFunction(() => window.lfmvoxStats.mode === 'manual', null, { timeout: 30000 });
+    // Three seconds of the question, then Send.
+    await page.waitForFunction((n) => window.lfmvoxStats.sentSamples >= n, 3 * kRate, { timeout: 30000 });
+    await page.click('#send');
+    await page.waitForFunction(() => window.lfmvoxStats.responses.length === 1, null, { timeout: 300000 });
+    await page.waitForFunction(() => {
+      const s = window.lfmvoxStats;
+      return s.bufferedSamples === 0 && s.playedSamples + s.discardedSamples === s.receivedSamples;
+    }, null, { timeout: 60000 });
+    const s = await stats(page);
+    const r = s.responses[0];
+    assert.equal(r.status, 'completed');
+    assert.equal(r.transcript, r.done_transcript, 'deltas join to the done transcript');
+    assert.equal(s.events['response.output_audio_transcript.delta'] > 0, true, 'transcript deltas arrive');
+    const audio = Buffer.concat(r.audio.split('|').filter(Boolean).map((b) => Buffer.from(b, 'base64')));
+    assert.equal(audio.length, 2 * r.samples);
+    assert.ok(r.samples > 0, 'speech arrives');
+    assert.equal(s.receivedSamples, r.samples);
+    assert.equal(s.playedSamples, s.receivedSamples, 'every received sample is played');
+    assert.equal(s.discardedSamples, 0);
+    assert.equal(s.committed.length, 1);
+    assert.deepEqual(s.errors, []);
+    const committed = s.committed[0].split('|');
+    const sent = committed.reduce((n, b) => n + Buffer.from(b, 'base64').length / 2, 0);
+    assert.ok(sent >= 3 * kRate, `${sent} samples committed`);
+    // The reference: a fresh session, in the same page, answering the exact PCM the page committed.
+    const ref = await page.evaluate((chunks) => new Promise((resolve, reject) => {
+      const ws = new WebSocket(`ws://${location.host}/v1/realtime`);
+      let transcript = '', audio = [], status = '';
+      ws.onerror = () => reject(new Error('reference socket failed'));
+      ws.onmessage = (m) => {
+        const e = JSON.parse(m.data);
+        if (e.type === 'session.created') {
+          ws.send(JSON.stringify({ type: 'session.update', session: { audio: { input: { turn_detection: null } } } }));
+          for (const c of chunks) ws.send(JSON.stringify({ type: 'input_audio_buffer.append', audio: c }));
+          ws.send(JSON.stringify({ type: 'input_audio_buffer.commit' }));
+          ws.send(JSON.stringify({ type: 'response.create' }));
+        }
+        if (e.type === 'error') reject(new Error(JSON.stringify(e.error)));
+        if (e.type === 'response.output_audio_transcript.delta') transcript += e.delta;
+        if (e.type === 'response.output_audio.delta') audio.push(e.delta);
+        if (e.type === 'response.done') {
+          status = e.response.status;
+          ws.close();
+          resolve({ transcript, audio: audio.join('|'), status });
+        }
+      };
+    }), committed);
+    assert.equal(ref.status, 'completed');
+    assert.equal(r.transcript, ref.transcript, 'the page shows what the server answers for that audio');
+    const refAudio = Buffer.concat(ref.audio.split('|').filter(Boolean).map((b) => Buffer.from(b, 'base64')));
+    assert.equal(audio.length, refAudio.length);
+    assert.ok(audio.equals(refAudio), 'the page received the reference speech');
+    const shown = await page.$$eval('#transcript .assistant', (ps) => ps.map((p) => p.textContent));
+    assert.deepEqual(shown, [r.transcript], 'the transcript is on the page');
+    console.log(`     committed ${(sent / kRate).toFixed(2)} s; answer ${r.samples} samples, ` +
+                `${r.transcript.length} transcript chars, played ${s.playedSamples}`);
+    assert.deepEqual(problems, []);
+    await context.close();
+  });
+
+  await test('without server VAD: the page falls back to push to talk', async () => {
+    const { context, page, problems } = await open('');
+    await page.click('#start');
+    await page.waitForFunction(() => window.lfmvoxStats.mode !== '', null, { timeout: 30000 });
+    const s = await stats(page);
+    assert.equal(s.mode, 'manual');
+    assert.equal(s.errors.length, 1);
+    assert.equal(s.errors[0].code, 'unsupported_turn_detection');
+    assert.equal(await page.isEnabled('#send'), true);
+    assert.deepEqual(problems, []);
+    await context.close();
+  });
+} finally {
+  if (browser) await browser.close();
+  server.child.kill('SIGTERM');
+}
+console.log(`${passed} passed, ${failures} failed`);
+process.exit(failures ? 1 : 0);
