@@ -246,6 +246,14 @@ std::string EndpointLabel(std::string_view path) {
   return "other";
 }
 
+// Browsers cannot set headers on a WebSocket: the page passes the key as the subprotocol
+// `openai-insecure-api-key.KEY`, next to `realtime`, as OpenAI's Realtime API takes it.
+std::string_view SubprotocolKey(const Request& req) {
+  const auto it = req.find(http::field::sec_websocket_protocol);
+  if (it == req.end()) return {};
+  return HeaderToken(SV(it->value()), "openai-insecure-api-key.").value_or(std::string_view{});
+}
+
 // Whether a WebSocket upgrade may go ahead: browsers send Origin, and a page from another site must not
 // drive a server on this machine's loopback (clients other than browsers send no Origin).
 bool SameOrigin(const Request& req) {
@@ -299,8 +307,10 @@ struct Server::Impl {
     const auto it = req.find(http::field::authorization);
     const std::string_view auth = it == req.end() ? std::string_view{} : SV(it->value());
     const std::string_view prefix = "Bearer ";
-    return auth.size() > prefix.size() && auth.substr(0, prefix.size()) == prefix &&
-           ConstantTimeEquals(auth.substr(prefix.size()), opt.api_key);
+    if (auth.size() > prefix.size() && auth.substr(0, prefix.size()) == prefix)
+      return ConstantTimeEquals(auth.substr(prefix.size()), opt.api_key);
+    const std::string_view key = SubprotocolKey(req);
+    return !key.empty() && beast::websocket::is_upgrade(req) && ConstantTimeEquals(key, opt.api_key);
   }
   net::awaitable<bool> Speech(Exchange& ex);
   net::awaitable<bool> Transcription(Exchange& ex);

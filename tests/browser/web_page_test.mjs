@@ -7,7 +7,9 @@
 // - push to talk (`?vad=0`): the answer's transcript deltas join to its done transcript and equal, with
 //   its speech bytes, what a fresh realtime session answers for the exact PCM16 the page committed; every
 //   received sample is played (the playback worklet's count), none dropped;
-// - without server VAD in the server, the page falls back to push to talk on the error event.
+// - without server VAD in the server, the page falls back to push to talk on the error event;
+// - with --api-key, the page passes the key as the `openai-insecure-api-key.KEY` subprotocol; a wrong
+//   key is refused (401) and the page says so.
 //   node web_page_test.mjs LFMVOX MAKE_CHECKPOINT TEST_DATA_DIR WORK_DIR   (run_web_test.sh)
 import assert from 'node:assert/strict';
 import { execFileSync, spawn } from 'node:child_process';
@@ -32,8 +34,8 @@ function checkpoint(name) {
   return dir;
 }
 
-function serve(model) {
-  const child = spawn(lfmvox, ['serve', '--model', model, '--port', '0', '--max-new', kMaxNew, '--threads', '1'],
+function serve(model, extra = []) {
+  const child = spawn(lfmvox, ['serve', '--model', model, '--port', '0', '--max-new', kMaxNew, '--threads', '1', ...extra],
                       { stdio: ['ignore', 'ignore', 'pipe'] });
   let log = '';
   return new Promise((resolve, reject) => {
@@ -95,6 +97,8 @@ const model = checkpoint('demo_tts');
 const mic = path.join(work, 'mic.wav');
 micWav(mic);
 const server = await serve(model);
+const kKey = 'test-key';
+const keyed = await serve(model, ['--api-key', kKey]);
 const base = `http://127.0.0.1:${server.port}`;
 const profile = path.join(work, 'profile');
 rmSync(profile, { recursive: true, force: true });
@@ -105,14 +109,14 @@ if (process.getuid && process.getuid() === 0) args.push('--no-sandbox');
 let browser = null;
 
 // Opens the page in a fresh context; collects console errors (CSP violations among them).
-async function open(query) {
+async function open(query, port = server.port) {
   const context = await browser.newContext();
   const page = await context.newPage();
   const problems = [];
   page.on('console', (m) => { if (m.type() === 'error') problems.push(m.text()); });
   page.on('pageerror', (e) => problems.push(String(e)));
   page.on('response', (r) => { if (r.status() >= 400) problems.push(`${r.status()} ${r.url()}`); });
-  await page.goto(`${base}/${query}`);
+  await page.goto(`http://127.0.0.1:${port}/${query}`);
   return { context, page, problems };
 }
 const stats = (page) => page.evaluate(() => JSON.parse(JSON.stringify(window.lfmvoxStats)));
@@ -233,9 +237,41 @@ try {
     assert.deepEqual(problems, []);
     await context.close();
   });
+
+  await test('an API key: the page sends it as a subprotocol; a wrong one is refused', async () => {
+    const ws = { Upgrade: 'websocket', Connection: 'Upgrade', 'Sec-WebSocket-Version': '13',
+                 'Sec-WebSocket-Key': 'dGhlIHNhbXBsZSBub25jZQ==' };
+    const up = (key) => get(keyed.port, '/v1/realtime',
+                            { headers: { ...ws, 'Sec-WebSocket-Protocol': `realtime, openai-insecure-api-key.${key}` } });
+    const good = await up(kKey);
+    assert.equal(good.status, 101);
+    assert.equal(good.headers['sec-websocket-protocol'], 'realtime');
+    assert.equal((await up('wrong')).status, 401);
+    assert.equal((await get(keyed.port, '/')).status, 200, 'the page itself needs no key');
+    {
+      const { context, page, problems } = await open('?vad=0', keyed.port);
+      await page.fill('#key', kKey);
+      await page.click('#start');
+      await page.waitForFunction(() => window.lfmvoxStats.mode === 'manual', null, { timeout: 30000 });
+      const s = await stats(page);
+      assert.equal(s.events['session.created'], 1);
+      assert.deepEqual(s.errors, []);
+      assert.deepEqual(problems, []);
+      await context.close();
+    }
+    const { context, page } = await open('?vad=0', keyed.port);
+    await page.fill('#key', 'wrong');
+    await page.click('#start');
+    await page.waitForFunction(() => /refused/.test(document.getElementById('status').textContent), null, { timeout: 30000 });
+    const s = await stats(page);
+    assert.equal(s.events['session.created'], undefined);
+    assert.equal(s.sentSamples, 0);
+    await context.close();
+  });
 } finally {
   if (browser) await browser.close();
   server.child.kill('SIGTERM');
+  keyed.child.kill('SIGTERM');
 }
 console.log(`${passed} passed, ${failures} failed`);
 process.exit(failures ? 1 : 0);

@@ -250,11 +250,23 @@ async function start() {
     $('start').disabled = false;
     return;
   }
-  ws = new WebSocket(`${location.protocol === 'https:' ? 'wss' : 'ws'}://${location.host}/v1/realtime`);
+  // A browser cannot send an Authorization header: the key goes as a subprotocol, as OpenAI's API takes it.
+  const key = $('key').value.trim();
+  try {
+    ws = new WebSocket(`${location.protocol === 'https:' ? 'wss' : 'ws'}://${location.host}/v1/realtime`,
+                       key ? ['realtime', `openai-insecure-api-key.${key}`] : []);
+  } catch (err) {
+    status(`The API key cannot be sent: ${err.message}`);
+    stop();
+    $('start').disabled = false;
+    return;
+  }
   ws.onmessage = (m) => onEvent(JSON.parse(m.data));
   ws.onclose = () => {
-    status('Disconnected.');
+    status(stats.events['session.created'] ? 'Disconnected.' :
+                                             'The server refused the connection: is an API key needed, or a wrong one given?');
     stop();
+    $('start').disabled = false;
   };
   ws.onerror = () => status('The connection failed.');
   $('stop').disabled = false;
@@ -266,6 +278,11 @@ function stop() {
   if (stream) stream.getTracks().forEach((t) => t.stop());
   if (ctx) ctx.close();
   ws = ctx = stream = capture = playback = null;
+  stats.mode = '';
+  turn = [];
+  current = lastItem = null;
+  pushed = 0;  // (a new playback worklet counts from 0)
+  pendingSend = false;
   $('send').disabled = $('stop').disabled = true;
 }
 
