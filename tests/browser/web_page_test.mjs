@@ -161,6 +161,75 @@ try {
 
   browser = await chromium.launch({ executablePath: process.env.LFMVOX_CHROMIUM || '/usr/bin/chromium', headless: true, args });
 
+  await test('worklets at 44.1 kHz: capture resamples to 24 kHz PCM16, playback resamples and counts', async () => {
+    const { context, page, problems } = await open('?vad=0');
+    const r = await page.evaluate(async () => {
+      const rate = 44100, step = rate / 24000;
+      const lerp = (x, t) => {
+        const i = Math.floor(t), f = t - i;
+        return f > 0 ? x[i] + f * (x[i + 1] - x[i]) : x[i];
+      };
+      // Capture: half a second of a 440 Hz sine through lfmvox-capture.
+      const cap = new OfflineAudioContext(1, rate / 2, rate);
+      await cap.audioWorklet.addModule('capture-worklet.js');
+      const x = new Float32Array(rate / 2);
+      for (let n = 0; n < x.length; ++n) x[n] = 0.5 * Math.sin((2 * Math.PI * 440 * n) / rate);
+      const buf = cap.createBuffer(1, x.length, rate);
+      buf.copyToChannel(x, 0);
+      const src = new AudioBufferSourceNode(cap, { buffer: buf });
+      const node = new AudioWorkletNode(cap, 'lfmvox-capture');
+      const chunks = [];
+      node.port.onmessage = (e) => chunks.push(e.data);
+      src.connect(node).connect(cap.destination);
+      src.start();
+      await cap.startRendering();
+      const want = Math.floor((x.length - 1) / step / 960);  // whole 40 ms chunks
+      for (let i = 0; i < 100 && chunks.length < want; ++i) await new Promise((ok) => setTimeout(ok, 20));
+      let capErr = 0, captured = 0;
+      for (const c of chunks) {
+        for (let i = 0; i < c.length; ++i, ++captured) {
+          capErr = Math.max(capErr, Math.abs(c[i] - Math.round(lerp(x, captured * step) * 32768)));
+        }
+      }
+      // Playback: 12 000 samples of 24 kHz speech-like signal through lfmvox-playback into 0.7 s at 44.1 kHz.
+      const play = new OfflineAudioContext(1, Math.round(rate * 0.7), rate);
+      await play.audioWorklet.addModule('playback-worklet.js');
+      const pb = new AudioWorkletNode(play, 'lfmvox-playback', { numberOfInputs: 0, outputChannelCount: [1] });
+      const reports = [];
+      pb.port.onmessage = (e) => reports.push(e.data);
+      pb.connect(play.destination);
+      const s = new Float32Array(12000);
+      for (let n = 0; n < s.length; ++n) s[n] = 0.1 + 0.5 * Math.cos((2 * Math.PI * 300 * n) / 24000);
+      pb.port.postMessage(s.slice());
+      const out = (await play.startRendering()).getChannelData(0);
+      for (let i = 0; i < 100 && !reports.some((m) => m.buffered === 0); ++i) await new Promise((ok) => setTimeout(ok, 20));
+      const q = out.findIndex((v) => v !== 0);  // the frame the queued samples reached the worklet
+      let playErr = 0, k = 0;
+      for (; q + k < out.length && k / step <= s.length - 1; ++k) {
+        playErr = Math.max(playErr, Math.abs(out[q + k] - lerp(s, k / step)));
+      }
+      let tail = 0;
+      for (let i = q + k + 1; i < out.length; ++i) tail = Math.max(tail, Math.abs(out[i]));
+      const last = reports.at(-1) || {};
+      return { captured, want, capErr, q, k, playErr, tail, played: last.played, buffered: last.buffered };
+    });
+    // Capture: the chunks hold every output sample up to the last whole chunk, each within 1 LSB of the
+    // linear interpolation (t is summed step by step, so rounding may differ by one).
+    assert.equal(r.captured, r.want * 960, JSON.stringify(r));
+    assert.ok(r.capErr <= 1, JSON.stringify(r));
+    // Playback: the output is the linear interpolation (float32 arithmetic: 1e-6), then silence; the
+    // worklet counts every queued sample as played.
+    assert.ok(r.q >= 0 && r.k >= 22040, JSON.stringify(r));
+    assert.ok(r.playErr < 1e-6, JSON.stringify(r));
+    assert.equal(r.tail, 0, JSON.stringify(r));
+    assert.equal(r.played, 12000, JSON.stringify(r));
+    assert.equal(r.buffered, 0, JSON.stringify(r));
+    console.log(`     capture: ${r.captured} samples, max error ${r.capErr} LSB; playback: ${r.k} frames from frame ` +
+                `${r.q}, max error ${r.playErr.toExponential(1)}, played ${r.played}`);
+    assert.deepEqual(problems, []);
+    await context.close();
+  });
+
   await test('push to talk: transcript and speech = a fresh session on the committed PCM, all played', async () => {
     const { context, page, problems } = await open('?vad=0');
     await page.click('#start');
