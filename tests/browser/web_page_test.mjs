@@ -7,7 +7,7 @@
 // - push to talk (`?vad=0`): the answer's transcript deltas join to its done transcript and equal, with
 //   its speech bytes, what a fresh realtime session answers for the exact PCM16 the page committed; every
 //   received sample is played (the playback worklet's count), none dropped;
-// - without server VAD in the server, the page falls back to push to talk on the error event;
+// - turn detection the server refuses (semantic_vad): the page falls back to push to talk;
 // - with --api-key, the page passes the key as the `openai-insecure-api-key.KEY` subprotocol; a wrong
 //   key is refused (401) and the page says so.
 //   node web_page_test.mjs LFMVOX MAKE_CHECKPOINT TEST_DATA_DIR WORK_DIR   (run_web_test.sh)
@@ -294,8 +294,8 @@ try {
     await context.close();
   });
 
-  await test('without server VAD: the page falls back to push to talk', async () => {
-    const { context, page, problems } = await open('');
+  await test('turn detection the server lacks: the page falls back to push to talk', async () => {
+    const { context, page, problems } = await open('?vad=semantic_vad');
     await page.click('#start');
     await page.waitForFunction(() => window.lfmvoxStats.mode !== '', null, { timeout: 30000 });
     const s = await stats(page);

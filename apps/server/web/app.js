@@ -2,14 +2,15 @@
 // answer's speech played gapless (playback-worklet.js) with its transcript; speaking interrupts it (server
 // VAD's `input_audio_buffer.speech_started`), and the history keeps only what was heard
 // (`conversation.item.truncate`). Without server VAD, Send commits the turn and asks for the answer.
-// `?vad=0` asks for push to talk. window.lfmvoxStats holds counters for tests (tests/browser).
+// `?vad=0` asks for push to talk, `?vad=TYPE` for another turn_detection type. window.lfmvoxStats holds
+// counters for tests (tests/browser).
 'use strict';
 
 const kRate = 24000;
 const $ = (id) => document.getElementById(id);
 
 const stats = {
-  mode: '',               // 'server_vad' or 'manual', once the session answered
+  mode: '',               // the turn detection ('server_vad') or 'manual', once the session answered
   events: {},             // server event type → count
   errors: [],             // the error events' error objects
   sentSamples: 0,         // 24 kHz samples appended
@@ -20,6 +21,7 @@ const stats = {
   bufferedSamples: 0,     // queued for playback now
   speechStarted: 0,
   interruptions: 0,
+  interrupts: [],         // {item_id, played, cleared}: the answer's samples heard, and dropped from the queue
   truncations: [],        // {item_id, audio_end_ms} sent
   responses: [],          // finished: {id, item_id, status, transcript, done_transcript, samples, audio}
   userTranscripts: [],    // input transcriptions, when the server sends them
@@ -112,6 +114,7 @@ async function interrupt(cancel) {
   if (m.cleared === 0 && item.done) return;  // it had been heard to the end
   stats.interruptions++;
   item.truncate = Math.min(item.samples, Math.max(0, m.played - item.start));
+  stats.interrupts.push({ item_id: item.item_id, played: item.truncate, cleared: m.cleared });
   if (item.done) truncate(item);  // else at its response.done
 }
 
@@ -128,14 +131,14 @@ function onEvent(e) {
   stats.events[e.type] = (stats.events[e.type] || 0) + 1;
   switch (e.type) {
     case 'session.created': {
-      const vad = new URLSearchParams(location.search).get('vad') !== '0';
+      const vad = new URLSearchParams(location.search).get('vad') || 'server_vad';
       send({ type: 'session.update',
-             session: { type: 'realtime', audio: { input: { turn_detection: vad ? { type: 'server_vad' } : null } } } });
+             session: { type: 'realtime', audio: { input: { turn_detection: vad === '0' ? null : { type: vad } } } } });
       break;
     }
     case 'session.updated': {
       const td = e.session && e.session.audio && e.session.audio.input && e.session.audio.input.turn_detection;
-      setMode(td && td.type === 'server_vad' ? 'server_vad' : 'manual');
+      setMode(td && td.type ? td.type : 'manual');
       break;
     }
     case 'error':
@@ -206,7 +209,7 @@ function onEvent(e) {
                              done_transcript: r.done_transcript, samples: r.samples, audio: r.audio.join('|') });
       lastItem = r;
       truncate(r);
-      status(stats.mode === 'server_vad' ? 'Listening for you…' : 'Speak, then press Send.');
+      status(stats.mode !== 'manual' ? 'Listening for you…' : 'Speak, then press Send.');
       if (pendingSend) {
         pendingSend = false;
         commitTurn();
@@ -220,9 +223,9 @@ function setMode(mode) {
   if (stats.mode) return;
   stats.mode = mode;
   $('send').disabled = mode !== 'manual';
-  $('mode').textContent = mode === 'server_vad' ? 'hands-free: speak to interrupt' :
-                                                 'push to talk (the server has no voice detection)';
-  status(mode === 'server_vad' ? 'Listening for you…' : 'Speak, then press Send.');
+  $('mode').textContent = mode !== 'manual' ? 'hands-free: speak to interrupt' :
+                                              'push to talk (the server has no voice detection)';
+  status(mode !== 'manual' ? 'Listening for you…' : 'Speak, then press Send.');
 }
 
 async function start() {
