@@ -32,10 +32,12 @@
 #include <vector>
 
 #include "codec_util.h"
+#include "dsp/resample.h"
 #include "lfmvox/audio_io.h"
 #include "lfmvox/lfmvox.h"
 #include "request_parse.h"
 #include "trace_util.h"
+#include "vad.h"
 
 namespace lfmvox::server {
 namespace {
@@ -173,14 +175,14 @@ class ServerTest : public ::testing::Test {
     server_ = StartOn(Model());
     text_server_ = StartOn(TextModel());
   }
-  static Server* StartOn(std::shared_ptr<const AudioModel> model) {
+  static Server* StartOn(std::shared_ptr<const AudioModel> model, int max_new = kMaxNew) {
     ServerOptions o;
     o.model = std::move(model);
     o.model_id = "demo";
     o.port = 0;
     o.threads = 2;
     o.io_threads = 2;
-    o.max_new_tokens = kMaxNew;
+    o.max_new_tokens = max_new;
     o.context = 1024;
     o.max_audio_seconds = 10;
     auto s = Server::Start(o);
@@ -791,14 +793,16 @@ void ExpectErrorEvent(const json& e) {
 struct LibTurn {
   std::vector<float> audio;    // the user's speech
   size_t truncate = SIZE_MAX;  // samples of the previous answer to keep
+  int max_new = 0;             // this turn's cap; 0: LibraryRealtime's (a cancelled answer's length, so
+                               // that the sampler's random stream advances as much as the server's did)
 };
 
-LibOut LibraryRealtime(const std::vector<LibTurn>& turns) {
+LibOut LibraryRealtime(const std::vector<LibTurn>& turns, int max_new = kMaxNew) {
   auto c = Conversation::Create(Model(), {.threads = 2, .context = 1024, .seed = 0});
   EXPECT_TRUE(c.ok());
   EXPECT_TRUE((*c)->StartChat().ok());
   GenerateOptions o = GenerateOptions::ForSpeechToSpeech(*Model());
-  o.max_new_tokens = kMaxNew;
+  o.max_new_tokens = max_new;
   LibOut out;
   for (size_t i = 0; i < turns.size(); ++i) {
     if (i > 0) {
@@ -809,6 +813,7 @@ LibOut LibraryRealtime(const std::vector<LibTurn>& turns) {
     EXPECT_TRUE((*c)->AddAudio(turns[i].audio, 24000).ok());
     EXPECT_TRUE((*c)->EndTurn().ok());
     EXPECT_TRUE((*c)->StartTurn("assistant").ok());
+    o.max_new_tokens = turns[i].max_new > 0 ? turns[i].max_new : max_new;
     out = {};
     OutputCallbacks cb;
     cb.on_text = [&](int32_t id, std::string_view piece) {
@@ -898,6 +903,284 @@ TEST_F(ServerTest, RealtimeCancelStopsTheResponse) {
   // The session goes on: the next turn is answered.
   RtAppendCommit(c, pcm);
   EXPECT_EQ(RtRespond(c).status, "completed");
+}
+
+// ---- server VAD (vad.h) and barge-in ----
+
+constexpr size_t kVadFrame = ServerVad::kFrame;  // 10 ms at 24 kHz
+
+// tests/data/inputs/question.wav (16 kHz speech over a little noise) at 24 kHz, and its speech onset:
+// the first 10 ms frame (of the 16 kHz file) whose RMS is over 4 times the loudest of its first 0.5 s.
+struct Question {
+  std::vector<float> pcm24;
+  size_t onset_frame = 0;
+};
+const Question& QuestionClip() {
+  static const Question q = [] {
+    Question r;
+    auto clip = DecodeAudio(ReadFile(DataPath("inputs/question.wav")), 60);
+    EXPECT_TRUE(clip.ok() && clip->sample_rate == 16000 && clip->channels == 1);
+    auto up = dsp::Resample(clip->samples, 16000, 24000);
+    EXPECT_TRUE(up.ok());
+    r.pcm24 = *up;
+    auto rms = [&](size_t f) {
+      double e = 0;
+      for (size_t i = 160 * f; i < 160 * (f + 1); ++i) e += clip->samples[i] * clip->samples[i];
+      return std::sqrt(e / 160);
+    };
+    double noise = 0;
+    for (size_t f = 0; f < 50; ++f) noise = std::max(noise, rms(f));
+    while (rms(r.onset_frame) <= 4 * noise) ++r.onset_frame;
+    return r;
+  }();
+  return q;
+}
+
+std::vector<VadTransition> RunVad(const std::vector<float>& x, const VadOptions& o, size_t chunk) {
+  auto v = ServerVad::Create(o);
+  EXPECT_TRUE(v.ok()) << v.status().ToString();
+  std::vector<VadTransition> t;
+  for (size_t i = 0; i < x.size(); i += chunk) {
+    EXPECT_TRUE((*v)->Push(std::span<const float>(x).subspan(i, std::min(chunk, x.size() - i)), &t).ok());
+  }
+  return t;
+}
+
+TEST(ServerVad, ToneBurstAndSpeechTransitions) {
+  // 0.5 s of silence, a 1 s 440 Hz tone at 0.3 (frames 50..149), 1.5 s of silence.
+  std::vector<float> x(72000, 0.0f);
+  for (size_t i = 12000; i < 36000; ++i)
+    x[i] = 0.3f * static_cast<float>(std::sin(2 * M_PI * 440.0 * i / 24000));
+  const VadOptions o{.threshold = 0.9, .prefix_padding_ms = 300, .silence_duration_ms = 500};
+  // Speech starts at the burst's first frame, 50; the turn begins 300 ms (30 frames) before it. The
+  // library (threshold 0.9 = kVeryLowLikelihood, WebRTC's mode 3) holds "voice" for 10 frames after
+  // the burst (150..159: frame 150 carries the resampler's tail, then the VAD's hangover), so the
+  // 50 silent frames that end the turn are 160..209: audio_end = 210 frames.
+  for (size_t chunk : {size_t{1}, size_t{7}, size_t{2400}, x.size()}) {
+    const std::vector<VadTransition> t = RunVad(x, o, chunk);
+    ASSERT_EQ(t.size(), 2u) << "chunk " << chunk;
+    EXPECT_EQ(t[0].kind, VadTransition::kSpeechStarted);
+    EXPECT_EQ(t[0].sample, (50 - 30) * kVadFrame) << "chunk " << chunk;
+    EXPECT_EQ(t[1].kind, VadTransition::kSpeechStopped);
+    EXPECT_EQ(t[1].sample, 210 * kVadFrame) << "chunk " << chunk;
+  }
+  // With no padding and no silence: [50, 161); the padding clamps at the start of the audio.
+  auto t = RunVad(x, {.threshold = 0.9, .prefix_padding_ms = 0, .silence_duration_ms = 0}, 2400);
+  ASSERT_EQ(t.size(), 2u);
+  EXPECT_EQ(t[0].sample, 50 * kVadFrame);
+  EXPECT_EQ(t[1].sample, 161 * kVadFrame);
+  t = RunVad(x, {.threshold = 0.9, .prefix_padding_ms = 2000, .silence_duration_ms = 0}, 2400);
+  ASSERT_EQ(t.size(), 2u);
+  EXPECT_EQ(t[0].sample, 0u);
+  // Digital silence is never speech, at any threshold.
+  for (double th : {0.0, 0.5, 1.0})
+    EXPECT_TRUE(RunVad(std::vector<float>(48000, 0.0f), {.threshold = th}, 480).empty());
+  // Speech: the file's onset (energy, above) is the VAD's first voiced frame.
+  const Question& q = QuestionClip();
+  EXPECT_EQ(q.onset_frame, 55u);
+  t = RunVad(q.pcm24, {.threshold = 0.9, .prefix_padding_ms = 0, .silence_duration_ms = 500}, 2400);
+  ASSERT_GE(t.size(), 1u);
+  EXPECT_EQ(t[0].sample, q.onset_frame * kVadFrame);
+}
+
+TEST(ServerVad, ThresholdMappingAndBadOptions) {
+  // Four equal bins of threshold onto webrtc::VoiceDetection::Likelihood (kVeryLow 0 ... kHigh 3).
+  EXPECT_EQ(ServerVad::LikelihoodFor(0.0), 3);
+  EXPECT_EQ(ServerVad::LikelihoodFor(0.249), 3);
+  EXPECT_EQ(ServerVad::LikelihoodFor(0.25), 2);
+  EXPECT_EQ(ServerVad::LikelihoodFor(0.5), 1);
+  EXPECT_EQ(ServerVad::LikelihoodFor(0.75), 0);
+  EXPECT_EQ(ServerVad::LikelihoodFor(1.0), 0);
+  const std::pair<VadOptions, const char*> bad[] = {{{.threshold = 1.5}, "threshold"},
+                                                    {{.threshold = -0.1}, "threshold"},
+                                                    {{.threshold = std::nan("")}, "threshold"},
+                                                    {{.prefix_padding_ms = -1}, "prefix_padding_ms"},
+                                                    {{.silence_duration_ms = 10001}, "silence_duration_ms"}};
+  for (const auto& [o, name] : bad) {
+    std::string which;
+    auto v = ServerVad::Create(o, &which);
+    ASSERT_FALSE(v.ok()) << name;
+    EXPECT_EQ(v.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(which, name);
+    EXPECT_NE(v.status().message().find(name), std::string::npos) << v.status().message();
+  }
+}
+
+// A spoken turn as a client streams it: 1 s of silence, question.wav from its onset to frame 390
+// (still speech), then `tail` samples of silence. Its speech is frames [100, 435) of the result.
+std::vector<float> SpokenTurn(size_t tail) {
+  const Question& q = QuestionClip();
+  std::vector<float> x(24000, 0.0f);
+  x.insert(x.end(), q.pcm24.begin() + static_cast<std::ptrdiff_t>(q.onset_frame * kVadFrame),
+           q.pcm24.begin() + static_cast<std::ptrdiff_t>(390 * kVadFrame));
+  x.resize(x.size() + tail, 0.0f);
+  return x;
+}
+
+void AppendChunks(RealtimeClient& c, const std::string& pcm) {
+  for (size_t i = 0; i < pcm.size(); i += 4800) {  // 100 ms a message
+    c.Send({{"type", "input_audio_buffer.append"}, {"audio", Base64Encode(pcm.substr(i, 4800))}});
+  }
+}
+
+const json kVadConfig = {
+    {"type", "server_vad"}, {"threshold", 0.9}, {"prefix_padding_ms", 300}, {"silence_duration_ms", 500}};
+
+// The bounds on a VAD turn over SpokenTurn's speech [100, 435) frames (of 10 ms), with 300 ms padding
+// and 500 ms silence: it starts 30 frames before the first voiced frame, which is the onset frame or
+// the next (the cut lands on a frame boundary, one frame of slack); it ends 50 frames after the last
+// voiced one, which is the speech's last frame plus the library's hangover, at most 10 frames (the
+// tone burst above): audio_end_ms in [4850, 4950].
+void ExpectVadTurn(const json& started, const json& stopped, size_t offset_ms) {
+  const size_t start = started["audio_start_ms"], end = stopped["audio_end_ms"];
+  EXPECT_GE(start, offset_ms + 700);
+  EXPECT_LE(start, offset_ms + 710);
+  EXPECT_GE(end, offset_ms + 4850);
+  EXPECT_LE(end, offset_ms + 4950);
+}
+
+TEST_F(ServerTest, RealtimeServerVadCommitsAndAnswers) {
+  RealtimeClient c(port());
+  EXPECT_EQ(c.Read()["type"], "session.created");
+  // Bad options are error events naming the option; nothing changes.
+  const std::pair<json, std::string> bad[] = {
+      {{{"type", "server_vad"}, {"threshold", 2}}, "threshold"},
+      {{{"type", "server_vad"}, {"prefix_padding_ms", "300"}}, "prefix_padding_ms"},
+      {{{"type", "server_vad"}, {"silence_duration_ms", -5}}, "silence_duration_ms"},
+      {{{"type", "server_vad"}, {"create_response", 1}}, "create_response"},
+      {{{"type", "server_vad"}, {"eagerness", "low"}}, "eagerness"},
+      {{{"type", "semantic_vad"}}, "type"}};
+  for (const auto& [td, param] : bad) {
+    c.Send({{"type", "session.update"}, {"session", {{"audio", {{"input", {{"turn_detection", td}}}}}}}});
+    const json e = c.Read();
+    ExpectErrorEvent(e);
+    EXPECT_EQ(e["error"]["param"], "session.audio.input.turn_detection." + param) << e.dump();
+  }
+  // The older top-level place is accepted too; the GA place is echoed with the defaults filled in.
+  c.Send({{"type", "session.update"}, {"session", {{"turn_detection", kVadConfig}}}});
+  json u = c.Read();
+  ASSERT_EQ(u["type"], "session.updated") << u.dump();
+  const json& td = u["session"]["audio"]["input"]["turn_detection"];
+  EXPECT_EQ(td["type"], "server_vad");
+  EXPECT_EQ(td["silence_duration_ms"], 500);
+  EXPECT_EQ(td["create_response"], true);
+  EXPECT_EQ(td["interrupt_response"], true);
+
+  const std::string pcm = S16(SpokenTurn(24000));
+  AppendChunks(c, pcm);
+  std::vector<json> events = c.ReadUntil("response.done");
+  std::map<std::string, json> first;
+  RtAnswer a;
+  for (const json& e : events) {
+    const std::string t = e.value("type", "");
+    first.emplace(t, e);
+    if (t == "response.output_audio.delta") a.audio += *Base64Decode(e["delta"].get<std::string>(), 1u << 26);
+    if (t == "response.output_audio_transcript.delta") a.transcript += e["delta"].get<std::string>();
+    if (t == "response.done") a.status = e["response"]["status"];
+  }
+  ASSERT_TRUE(first.count("input_audio_buffer.speech_started") &&
+              first.count("input_audio_buffer.speech_stopped") &&
+              first.count("input_audio_buffer.committed") && first.count("response.created"));
+  EXPECT_EQ(events[0]["type"], "input_audio_buffer.speech_started");
+  EXPECT_EQ(events[1]["type"], "input_audio_buffer.speech_stopped");
+  EXPECT_EQ(events[2]["type"], "input_audio_buffer.committed");
+  const json& started = first["input_audio_buffer.speech_started"];
+  const json& stopped = first["input_audio_buffer.speech_stopped"];
+  ExpectVadTurn(started, stopped, 0);
+  EXPECT_EQ(started["item_id"], first["input_audio_buffer.committed"]["item_id"]);
+  EXPECT_EQ(stopped["item_id"], started["item_id"]);
+  EXPECT_EQ(a.status, "completed");
+  // The answer is the library's to the committed audio, [audio_start_ms, audio_end_ms) of what was sent.
+  const size_t s0 = started["audio_start_ms"].get<size_t>() * 24,
+               s1 = stopped["audio_end_ms"].get<size_t>() * 24;
+  const LibOut lib = LibraryRealtime({{FromS16(pcm.substr(2 * s0, 2 * (s1 - s0)))}});
+  EXPECT_EQ(a.transcript, lib.text);
+  EXPECT_EQ(a.audio.size(), lib.pcm.size() * 2);
+  EXPECT_TRUE(a.audio == S16(lib.pcm)) << "the VAD turn's answer differs from the library's";
+}
+
+// Barge-in: speech during a response cancels it (nothing more is sent after speech_started) and the
+// next answer continues a history that keeps just the speech sent. A server with a longer cap, so the
+// answer is still streaming when the client starts speaking (it speaks on the first audio delta).
+TEST_F(ServerTest, RealtimeBargeInCancelsAndTruncates) {
+  constexpr int kLong = 160;
+  std::unique_ptr<Server> server(StartOn(Model(), kLong));
+  ASSERT_TRUE(server);
+  RealtimeClient c(server->port());
+  EXPECT_EQ(c.Read()["type"], "session.created");
+  c.Send(
+      {{"type", "session.update"}, {"session", {{"audio", {{"input", {{"turn_detection", kVadConfig}}}}}}}});
+  EXPECT_EQ(c.Read()["type"], "session.updated");
+  const std::string turn = S16(SpokenTurn(14400));  // 600 ms of silence after the speech
+  AppendChunks(c, turn);
+  json started1, stopped1;
+  size_t sent = 0;
+  for (;;) {
+    const json e = c.Read();
+    const std::string t = e.value("type", "");
+    if (t == "input_audio_buffer.speech_started") started1 = e;
+    if (t == "input_audio_buffer.speech_stopped") stopped1 = e;
+    ASSERT_NE(t, "response.done") << "the answer ended before its first audio";
+    if (t == "response.output_audio.delta") {
+      sent += Base64Decode(e["delta"].get<std::string>(), 1u << 26)->size() / 2;
+      break;
+    }
+  }
+  ASSERT_FALSE(started1.is_null() || stopped1.is_null());
+  // Speak again: 1 s of silence and the same speech, right after the first turn.s audio.
+  const size_t offset_ms = turn.size() / 48;  // 24 kHz s16: 48 bytes a millisecond
+  AppendChunks(c, S16(SpokenTurn(24000)));
+  json started2, stopped2, done1;
+  size_t after_start = 0;
+  for (;;) {
+    const json e = c.Read();
+    const std::string t = e.value("type", "");
+    if (t == "input_audio_buffer.speech_started") started2 = e;
+    if (t == "input_audio_buffer.speech_stopped") stopped2 = e;
+    if (t == "response.output_audio.delta") {
+      const size_t n = Base64Decode(e["delta"].get<std::string>(), 1u << 26)->size() / 2;
+      (started2.is_null() ? sent : after_start) += n;
+    }
+    if (t == "response.done") {
+      done1 = e;
+      break;
+    }
+  }
+  ASSERT_FALSE(started2.is_null()) << "the answer ended before the barge-in: " << done1.dump();
+  EXPECT_EQ(done1["response"]["status"], "cancelled");
+  EXPECT_EQ(done1["response"]["status_details"]["reason"], "turn_detected");
+  EXPECT_LE(after_start, 1920u) << "more than one 80 ms frame went out after speech_started";
+  EXPECT_EQ(after_start, 0u) << "the server drops what the scheduler made after the cancel";
+  // The second turn is committed and answered (after the cancelled one's response.done).
+  RtAnswer b;
+  for (const json& e : c.ReadUntil("response.done")) {
+    const std::string t = e.value("type", "");
+    if (t == "input_audio_buffer.speech_stopped") stopped2 = e;
+    if (t == "response.output_audio.delta") b.audio += *Base64Decode(e["delta"].get<std::string>(), 1u << 26);
+    if (t == "response.output_audio_transcript.delta") b.transcript += e["delta"].get<std::string>();
+    if (t == "response.done") b.status = e["response"]["status"];
+  }
+  ASSERT_FALSE(stopped2.is_null());
+  ExpectVadTurn(started1, stopped1, 0);
+  ExpectVadTurn(started2, stopped2, offset_ms);
+  EXPECT_EQ(b.status, "completed");
+  auto cut = [](const std::string& pcm, const json& a, const json& z, size_t offset_ms) {
+    const size_t s0 = a["audio_start_ms"].get<size_t>() - offset_ms,
+                 s1 = z["audio_end_ms"].get<size_t>() - offset_ms;
+    return FromS16(pcm.substr(48 * s0, 48 * (s1 - s0)));
+  };
+  const std::string turn2 = S16(SpokenTurn(24000));
+  // The cancelled answer made usage.output_tokens steps (its sampler drew that many times).
+  const int made = done1["response"]["usage"]["output_tokens"];
+  ASSERT_LT(made, kLong);
+  const LibOut lib = LibraryRealtime(
+      {{cut(turn, started1, stopped1, 0), SIZE_MAX, made}, {cut(turn2, started2, stopped2, offset_ms), sent}},
+      kLong);
+  EXPECT_EQ(b.transcript, lib.text);
+  EXPECT_TRUE(b.audio == S16(lib.pcm))
+      << "the answer after the barge-in differs from the library's with the history "
+         "truncated at the "
+      << sent << " samples sent";
 }
 
 TEST(ServerCodec, MultipartAndBase64) {

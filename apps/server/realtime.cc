@@ -10,6 +10,7 @@
 
 #include "codec_util.h"
 #include "lfmvox/audio_io.h"
+#include "vad.h"
 
 namespace lfmvox::server {
 namespace {
@@ -48,6 +49,8 @@ struct Session : std::enable_shared_from_this<Session> {
   // The history as the scheduler thread will build it; these are only touched on the connection's strand
   // and copied into each job's prompt.
   std::vector<float> buffer;                      // appended, not yet committed
+  size_t heard = 0;                               // samples appended since the session began (accepted ones)
+  size_t buffer_origin = 0;                       // the sample index of buffer[0]
   std::vector<std::vector<float>> pending_audio;  // committed user turns not yet answered
   std::vector<std::string> pending_text;          // user text items not yet answered
   struct State {                                  // scheduler thread only
@@ -59,6 +62,15 @@ struct Session : std::enable_shared_from_this<Session> {
 
   std::shared_ptr<Job> job;  // the response in flight
   std::string response_id, item_id;
+  std::string cancel_reason;  // why the response in flight was cancelled: client_cancelled, turn_detected
+
+  // Server VAD (turn_detection.type "server_vad"); null: the client commits turns.
+  std::unique_ptr<ServerVad> vad;
+  size_t vad_origin = 0;  // the sample index where the detector began
+  size_t prefix_samples = 0;
+  bool create_response = true, interrupt_response = true;
+  bool answer_pending = false;  // a VAD turn waits for the response in flight to end
+  std::string speech_item;      // the item id of the turn being spoken
 
   void Send(json j) {
     if (closed) return;
@@ -104,7 +116,10 @@ struct Session : std::enable_shared_from_this<Session> {
   }
 
   void Handle(const std::string& text);
-  void Commit(const std::string& previous);
+  bool UpdateTurnDetection(const json& td);
+  void Append(std::vector<float> pcm);
+  void Commit(std::vector<float> audio, const std::string& iid);
+  void Cancel(const char* reason);
   void CreateResponse();
   static net::awaitable<void> Stream(std::shared_ptr<Session> self, std::shared_ptr<Job> job);
 };
@@ -121,23 +136,20 @@ void Session::Handle(const std::string& text) {
       return Error("session.update needs a \"session\" object", "", "session");
     }
     const json& s = e["session"];
-    if (s.contains("instructions")) {
-      if (!s["instructions"].is_string())
-        return Error("instructions must be a string", "", "session.instructions");
-      if (state->started)
-        return Error("instructions can only change before the first response", "", "session.instructions");
-      instructions = s["instructions"];
-    }
     const json* td = nullptr;
     if (s.contains("turn_detection")) td = &s["turn_detection"];
     if (s.contains("audio") && s["audio"].is_object() && s["audio"].contains("input") &&
         s["audio"]["input"].is_object() && s["audio"]["input"].contains("turn_detection")) {
       td = &s["audio"]["input"]["turn_detection"];
     }
-    if (td && !td->is_null()) {
-      return Error("server-side turn detection is not available; set turn_detection to null and commit turns",
-                   "unsupported_turn_detection", "session.audio.input.turn_detection");
+    if (s.contains("instructions")) {
+      if (!s["instructions"].is_string())
+        return Error("instructions must be a string", "", "session.instructions");
+      if (state->started)
+        return Error("instructions can only change before the first response", "", "session.instructions");
     }
+    if (td && !UpdateTurnDetection(*td)) return;
+    if (s.contains("instructions")) instructions = s["instructions"];
     Send({{"type", "session.updated"}, {"session", SessionObject()}});
   } else if (type == "input_audio_buffer.append") {
     if (!e.contains("audio") || !e["audio"].is_string())
@@ -151,17 +163,23 @@ void Session::Handle(const std::string& text) {
       return Error("the input audio buffer is over the limit of " + std::to_string(max_seconds) + " seconds",
                    "limit_exceeded", "audio");
     }
-    for (size_t i = 0; i + 1 < bytes->size(); i += 2) {
-      const auto v = static_cast<int16_t>(static_cast<uint8_t>((*bytes)[i]) |
-                                          static_cast<uint16_t>(static_cast<uint8_t>((*bytes)[i + 1]) << 8));
-      buffer.push_back(static_cast<float>(v) / 32768.0f);
+    std::vector<float> pcm(bytes->size() / 2);
+    for (size_t i = 0; i < pcm.size(); ++i) {
+      const auto v =
+          static_cast<int16_t>(static_cast<uint8_t>((*bytes)[2 * i]) |
+                               static_cast<uint16_t>(static_cast<uint8_t>((*bytes)[2 * i + 1]) << 8));
+      pcm[i] = static_cast<float>(v) / 32768.0f;
     }
+    Append(std::move(pcm));
   } else if (type == "input_audio_buffer.clear") {
     buffer.clear();
+    buffer_origin = heard;
     Send({{"type", "input_audio_buffer.cleared"}});
   } else if (type == "input_audio_buffer.commit") {
     if (buffer.empty()) return Error("the input audio buffer is empty", "input_audio_buffer_commit_empty");
-    Commit("");
+    buffer_origin = heard;
+    Commit(std::move(buffer), Id("item_"));
+    buffer.clear();
   } else if (type == "conversation.item.create") {
     const json* item = e.contains("item") && e["item"].is_object() ? &e["item"] : nullptr;
     std::string t;
@@ -190,7 +208,7 @@ void Session::Handle(const std::string& text) {
     CreateResponse();
   } else if (type == "response.cancel") {
     if (!job) return Error("there is no response in progress", "response_cancel_not_active");
-    job->Cancel();
+    Cancel("client_cancelled");
   } else if (type == "conversation.item.truncate") {
     if (job) return Error("truncate the answer after its response.done", "", "item_id");
     if (item_id.empty() || e.value("item_id", "") != item_id) {
@@ -209,13 +227,129 @@ void Session::Handle(const std::string& text) {
   }
 }
 
-void Session::Commit(const std::string& previous) {
-  const std::string iid = Id("item_");
-  pending_audio.push_back(std::move(buffer));
-  buffer.clear();
-  Send({{"type", "input_audio_buffer.committed"},
-        {"previous_item_id", previous.empty() ? json(nullptr) : json(previous)},
-        {"item_id", iid}});
+// turn_detection from session.update: null (the client commits) or server_vad. False after an error
+// event (nothing changed).
+bool Session::UpdateTurnDetection(const json& td) {
+  const std::string where = "session.audio.input.turn_detection";
+  if (td.is_null()) {
+    vad.reset();
+    turn_detection = nullptr;
+    return true;
+  }
+  if (!td.is_object() || !td.contains("type") || td["type"] != "server_vad") {
+    Error("turn_detection must be null or {\"type\": \"server_vad\", ...} (semantic_vad is not available)",
+          "unsupported_turn_detection", where + ".type");
+    return false;
+  }
+  VadOptions o;
+  bool create = true, interrupt = true;
+  for (const auto& [k, v] : td.items()) {
+    const std::string param = where + "." + k;
+    if (k == "type" || (k == "idle_timeout_ms" && v.is_null())) continue;
+    if (k == "threshold" && v.is_number()) {
+      o.threshold = v.get<double>();
+    } else if ((k == "prefix_padding_ms" || k == "silence_duration_ms") && v.is_number_integer()) {
+      const int64_t ms = v.get<int64_t>();
+      const int clamped =
+          static_cast<int>(std::clamp<int64_t>(ms, -1, 10001));  // out of range: refused below
+      (k == "prefix_padding_ms" ? o.prefix_padding_ms : o.silence_duration_ms) = clamped;
+    } else if ((k == "create_response" || k == "interrupt_response") && v.is_boolean()) {
+      (k == "create_response" ? create : interrupt) = v.get<bool>();
+    } else {
+      const bool known = k == "threshold" || k == "prefix_padding_ms" || k == "silence_duration_ms" ||
+                         k == "create_response" || k == "interrupt_response";
+      Error(known ? k + " has the wrong type (threshold: number; *_ms: integer; create_response, "
+                        "interrupt_response: boolean)"
+                  : "server_vad has no option \"" + k + "\"",
+            "invalid_value", param);
+      return false;
+    }
+  }
+  std::string bad;
+  auto v = ServerVad::Create(o, &bad);
+  if (!v.ok()) {
+    Error(v.status().message(), bad.empty() ? "server_error" : "invalid_value",
+          bad.empty() ? "" : where + "." + bad, bad.empty() ? "server_error" : "invalid_request_error");
+    return false;
+  }
+  vad = std::move(v).value();
+  vad_origin = heard;
+  prefix_samples = static_cast<size_t>(o.prefix_padding_ms) * (kRate / 1000);
+  create_response = create;
+  interrupt_response = interrupt;
+  turn_detection = {{"type", "server_vad"},
+                    {"threshold", o.threshold},
+                    {"prefix_padding_ms", o.prefix_padding_ms},
+                    {"silence_duration_ms", o.silence_duration_ms},
+                    {"create_response", create},
+                    {"interrupt_response", interrupt},
+                    {"idle_timeout_ms", nullptr}};
+  return true;
+}
+
+// Appended audio goes into the buffer and, with server VAD, through the detector: a speech start
+// (barge-in when a response is playing) and a speech stop (the turn committed, and answered).
+void Session::Append(std::vector<float> pcm) {
+  buffer.insert(buffer.end(), pcm.begin(), pcm.end());
+  heard += pcm.size();
+  if (!vad) return;
+  std::vector<VadTransition> turns;
+  if (Status s = vad->Push(pcm, &turns); !s.ok()) {
+    vad.reset();
+    turn_detection = nullptr;
+    return Error(
+        "server VAD stopped (" + s.message() + "); commit turns yourself or set turn_detection again",
+        "vad_failed", "", "server_error");
+  }
+  for (const VadTransition& t : turns) {
+    const size_t at = std::max(vad_origin + t.sample, buffer_origin);
+    const size_t n = std::min(at - buffer_origin, buffer.size());
+    if (t.kind == VadTransition::kSpeechStarted) {
+      buffer.erase(buffer.begin(), buffer.begin() + static_cast<std::ptrdiff_t>(n));
+      buffer_origin += n;
+      speech_item = Id("item_");
+      Send({{"type", "input_audio_buffer.speech_started"},
+            {"audio_start_ms", buffer_origin / (kRate / 1000)},
+            {"item_id", speech_item}});
+      if (interrupt_response && job && !job->cancelled()) Cancel("turn_detected");
+    } else {
+      Send({{"type", "input_audio_buffer.speech_stopped"},
+            {"audio_end_ms", at / (kRate / 1000)},
+            {"item_id", speech_item}});
+      if (n == 0) continue;  // committed or cleared by the client meanwhile
+      std::vector<float> turn(buffer.begin(), buffer.begin() + static_cast<std::ptrdiff_t>(n));
+      buffer.erase(buffer.begin(), buffer.begin() + static_cast<std::ptrdiff_t>(n));
+      buffer_origin += n;
+      Commit(std::move(turn), speech_item);
+      if (create_response) {
+        if (job) {
+          answer_pending = true;
+        } else {
+          CreateResponse();
+        }
+      }
+    }
+  }
+  if (!vad->speaking()) {
+    // Between turns only the audio a coming speech start can reach back to is kept.
+    const size_t next = vad_origin + vad->frames() * ServerVad::kFrame;
+    const size_t keep_from = std::max(buffer_origin, next > prefix_samples ? next - prefix_samples : 0);
+    const size_t drop = std::min(keep_from - buffer_origin, buffer.size());
+    buffer.erase(buffer.begin(), buffer.begin() + static_cast<std::ptrdiff_t>(drop));
+    buffer_origin += drop;
+  }
+}
+
+// Stops the response in flight; what was not sent yet is dropped (Stream), so the history keeps just
+// the audio the client got.
+void Session::Cancel(const char* reason) {
+  cancel_reason = reason;
+  job->Cancel();
+}
+
+void Session::Commit(std::vector<float> audio, const std::string& iid) {
+  pending_audio.push_back(std::move(audio));
+  Send({{"type", "input_audio_buffer.committed"}, {"previous_item_id", nullptr}, {"item_id", iid}});
   Send({{"type", "conversation.item.created"},
         {"item",
          {{"id", iid},
@@ -268,6 +402,7 @@ void Session::CreateResponse() {
   auto j = ctx.scheduler->Submit(std::move(spec));
   if (!j.ok()) return Error(j.status().message(), "server_busy", "", "server_error");
   job = *j;
+  cancel_reason = "client_cancelled";
   response_id = Id("resp_");
   item_id = Id("item_");
   Send({{"type", "response.created"},
@@ -305,6 +440,8 @@ net::awaitable<void> Session::Stream(std::shared_ptr<Session> self, std::shared_
     std::vector<Event> events = job->Take(&finished);
     for (Event& e : events) {
       json m = ids;
+      // After a cancel (response.cancel, barge-in) nothing more goes out, so `sent` is what was heard.
+      if (job->cancelled() && (e.kind == Event::kText || e.kind == Event::kPcm)) continue;
       if (e.kind == Event::kText) {
         transcript += e.text;
         m["type"] = "response.output_audio_transcript.delta";
@@ -336,7 +473,9 @@ net::awaitable<void> Session::Stream(std::shared_ptr<Session> self, std::shared_
   done["type"] = "response.output_audio_transcript.done";
   done["transcript"] = transcript;
   self->Send(done);
-  const std::string status = !failure.ok() ? "failed" : summary.cancelled ? "cancelled" : "completed";
+  // A cancel that came as the answer ended still cancels: its last output was not sent.
+  const bool cancelled = summary.cancelled || job->cancelled();
+  const std::string status = !failure.ok() ? "failed" : cancelled ? "cancelled" : "completed";
   json resp = {{"id", self->response_id},
                {"object", "realtime.response"},
                {"status", status},
@@ -350,11 +489,15 @@ net::awaitable<void> Session::Stream(std::shared_ptr<Session> self, std::shared_
                {"usage", {{"output_tokens", summary.text_tokens + summary.audio_frames}}}};
   if (!failure.ok())
     resp["status_details"] = {{"type", "failed"}, {"error", {{"message", failure.message()}}}};
-  if (summary.cancelled) resp["status_details"] = {{"type", "cancelled"}, {"reason", "client_cancelled"}};
+  if (cancelled) resp["status_details"] = {{"type", "cancelled"}, {"reason", self->cancel_reason}};
   self->Send({{"type", "response.done"}, {"response", resp}});
   // What the listener was sent is what the history keeps (applied before the next turn).
-  if (summary.cancelled) self->truncate_to = sent;
+  if (cancelled) self->truncate_to = sent;
   self->job.reset();
+  if (self->answer_pending) {
+    self->answer_pending = false;
+    self->CreateResponse();
+  }
 }
 
 }  // namespace
@@ -408,6 +551,7 @@ net::awaitable<void> ServeRealtime(beast::tcp_stream& stream,
       }
     }
   }
+  self->answer_pending = false;  // no VAD turn is answered after the client left
   if (self->job) self->job->Cancel();
   // Let the queued events (the last error) go out, then close.
   for (int i = 0; i < 200 && self->writing; ++i) {

@@ -2,6 +2,8 @@
 // Conversation whose generations go through the scheduler (batched with every other request); a
 // committed audio turn is answered by native speech-to-speech (interleaved generation). Audio is
 // base64 PCM16 mono 24 kHz both ways. Every bad event gets an `error` event; the socket stays open.
+// With turn_detection server_vad (vad.h) the server commits turns itself, answers them, and cancels a
+// response the user talks over (barge-in), keeping in the history only the speech that was sent.
 #pragma once
 
 // clang-format off
