@@ -1,5 +1,5 @@
 // The page `lfmvox serve` serves at `/` (apps/server/web), in Debian's headless Chromium driven by
-// playwright-core, with a fake microphone playing tests/data/inputs/question.wav (then 2 s of silence,
+// playwright-core, with a fake microphone playing tests/data/inputs/question.wav (then 0.8 s of silence,
 // looped). Model: the steered demo checkpoint tests/server_test.cc and tests/clients use (greedy, seed 0:
 // server_test checks the realtime answer bit for bit against the library). Checks:
 // - the files' Content-Type, the Content-Security-Policy, no file outside the table, 405/404;
@@ -50,13 +50,14 @@ function serve(model, extra = []) {
   });
 }
 
-// question.wav with 2 s of silence after it (the same format), for the fake microphone.
+// question.wav with 0.8 s of silence after it (the same format), for the fake microphone: looped, the
+// speech starts again 0.3 s after server VAD's 500 ms of silence ended the turn, over the answer.
 function micWav(file) {
   const wav = readFileSync(path.join(dataDir, 'inputs/question.wav'));
   let at = 12;
   while (wav.subarray(at, at + 4).toString('latin1') !== 'data') at += 8 + wav.readUInt32LE(at + 4);
   const fmt = wav.subarray(0, at), data = wav.subarray(at + 8, at + 8 + wav.readUInt32LE(at + 4));
-  const silence = Buffer.alloc(2 * wav.readUInt32LE(24) * wav.readUInt16LE(22) * 2);
+  const silence = Buffer.alloc(Math.round(0.8 * wav.readUInt32LE(24)) * wav.readUInt16LE(22) * 2);
   const head = Buffer.alloc(8);
   head.write('data', 0, 'latin1');
   head.writeUInt32LE(data.length + silence.length, 4);
@@ -99,6 +100,7 @@ micWav(mic);
 const server = await serve(model);
 const kKey = 'test-key';
 const keyed = await serve(model, ['--api-key', kKey]);
+const vad = await serve(model, ['--max-new', '400']);  // (the last --max-new counts)
 const base = `http://127.0.0.1:${server.port}`;
 const profile = path.join(work, 'profile');
 rmSync(profile, { recursive: true, force: true });
@@ -294,6 +296,38 @@ try {
     await context.close();
   });
 
+  await test('server VAD: speaking over the answer cancels it, stops playback, truncates to what was heard', async () => {
+    const { context, page, problems } = await open('', vad.port);
+    await page.click('#start');
+    await page.waitForFunction(() => window.lfmvoxStats.mode !== '', null, { timeout: 30000 });
+    assert.equal((await stats(page)).mode, 'server_vad');
+    // The first answer is long (vad's --max-new): the question's next loop starts while it is generated.
+    await page.waitForFunction(() => window.lfmvoxStats.responses.length > 0 &&
+                                     window.lfmvoxStats.interrupts.length > 0, null, { timeout: 300000 });
+    await page.waitForFunction(() => window.lfmvoxStats.truncated.length > 0, null, { timeout: 30000 });
+    const s = await stats(page);
+    const r = s.responses[0], cut = s.interrupts[0];
+    console.log(`     speech started ${s.speechStarted}x; answer 1 ${r.status} (${r.reason}) after ${r.samples} samples: ` +
+                `played ${cut.played}, dropped ${cut.cleared} queued + ${r.late} late; truncated to ` +
+                `${s.truncations[0].audio_end_ms} ms`);
+    assert.deepEqual(s.errors, []);
+    assert.ok(s.speechStarted >= 2 && s.events['input_audio_buffer.committed'] >= 1, JSON.stringify(s.events));
+    assert.equal(r.status, 'cancelled', 'barge-in cancels the answer in flight');
+    assert.equal(r.reason, 'turn_detected');
+    assert.equal(r.transcript, r.done_transcript);
+    assert.equal(cut.item_id, r.item_id);
+    assert.equal(cut.buffered, 0, 'playback stopped: nothing left queued');
+    assert.equal(cut.played + cut.cleared + r.late, r.samples, 'each received sample was heard or dropped');
+    assert.ok(r.samples > 0 && cut.played < r.samples, 'it was cut mid-answer');
+    const ms = Math.floor((cut.played * 1000) / kRate);
+    assert.deepEqual(s.truncations[0], { item_id: r.item_id, audio_end_ms: ms }, 'truncated to what was heard');
+    assert.deepEqual(s.truncated[0], s.truncations[0], 'the server confirms the truncation');
+    assert.equal(s.receivedSamples, s.playedSamples + s.discardedSamples + s.bufferedSamples);
+    assert.equal(await page.locator('#transcript .assistant.cancelled').count() >= 1, true);
+    assert.deepEqual(problems, []);
+    await context.close();
+  });
+
   await test('turn detection the server lacks: the page falls back to push to talk', async () => {
     const { context, page, problems } = await open('?vad=semantic_vad');
     await page.click('#start');
@@ -341,6 +375,7 @@ try {
   if (browser) await browser.close();
   server.child.kill('SIGTERM');
   keyed.child.kill('SIGTERM');
+  vad.child.kill('SIGTERM');
 }
 console.log(`${passed} passed, ${failures} failed`);
 process.exit(failures ? 1 : 0);

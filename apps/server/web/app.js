@@ -21,9 +21,12 @@ const stats = {
   bufferedSamples: 0,     // queued for playback now
   speechStarted: 0,
   interruptions: 0,
-  interrupts: [],         // {item_id, played, cleared}: the answer's samples heard, and dropped from the queue
+  interrupts: [],         // {item_id, played, cleared, buffered}: the answer's samples heard, dropped from
+                          //   the queue, and left queued after the stop (0)
   truncations: [],        // {item_id, audio_end_ms} sent
-  responses: [],          // finished: {id, item_id, status, transcript, done_transcript, samples, audio}
+  truncated: [],          // {item_id, audio_end_ms} the server confirmed
+  responses: [],          // finished: {id, item_id, status, reason, transcript, done_transcript, samples,
+                          //   late (received after an interruption), audio (base64 deltas joined by '|')}
   userTranscripts: [],    // input transcriptions, when the server sends them
 };
 window.lfmvoxStats = stats;
@@ -32,7 +35,7 @@ let ws = null, ctx = null, stream = null, capture = null, playback = null;
 let turn = [];                // manual mode: the PCM16 chunks appended since the last commit
 let current = null;           // the response in flight
 let lastItem = null;          // the last answer: {item_id, start, samples, done, truncate}
-let pushed = 0;               // samples handed to the playback worklet
+let pushed = 0;               // samples handed to the playback worklet and not cleared
 let pendingSend = false;      // Send pressed during an answer: commit once it is done
 let clearWaiter = null;
 
@@ -111,10 +114,11 @@ async function interrupt(cancel) {
     clearWaiter = resolve;
     playback.port.postMessage('clear');
   });
+  pushed -= m.cleared;                        // (pushed counts what the worklet plays: played + buffered)
   if (m.cleared === 0 && item.done) return;  // it had been heard to the end
   stats.interruptions++;
   item.truncate = Math.min(item.samples, Math.max(0, m.played - item.start));
-  stats.interrupts.push({ item_id: item.item_id, played: item.truncate, cleared: m.cleared });
+  stats.interrupts.push({ item_id: item.item_id, played: item.truncate, cleared: m.cleared, buffered: m.buffered });
   if (item.done) truncate(item);  // else at its response.done
 }
 
@@ -165,9 +169,12 @@ function onEvent(e) {
       if (!stats.events['conversation.item.input_audio_transcription.completed']) line('user', '(speech)');
       break;
     case 'response.created':
-      current = { id: e.response.id, item_id: '', transcript: '', audio: [], samples: 0, start: pushed,
+      current = { id: e.response.id, item_id: '', transcript: '', audio: [], samples: 0, late: 0, start: pushed,
                   interrupted: false, done: false, line: line('assistant', '') };
       status('Answering…');
+      break;
+    case 'conversation.item.truncated':
+      stats.truncated.push({ item_id: e.item_id, audio_end_ms: e.audio_end_ms });
       break;
     case 'response.output_item.added':
       if (current) current.item_id = e.item.id;
@@ -188,6 +195,7 @@ function onEvent(e) {
       current.samples += pcm.length;
       stats.receivedSamples += pcm.length;
       if (current.interrupted) {
+        current.late += pcm.length;
         stats.discardedSamples += pcm.length;
       } else {
         const f = new Float32Array(pcm.length);
@@ -206,7 +214,9 @@ function onEvent(e) {
       r.status = e.response.status;
       if (r.status !== 'completed') r.line.classList.add('cancelled');
       stats.responses.push({ id: r.id, item_id: r.item_id, status: r.status, transcript: r.transcript,
-                             done_transcript: r.done_transcript, samples: r.samples, audio: r.audio.join('|') });
+                             done_transcript: r.done_transcript, samples: r.samples, late: r.late,
+                             reason: e.response.status_details ? e.response.status_details.reason : null,
+                             audio: r.audio.join('|') });
       lastItem = r;
       truncate(r);
       status(stats.mode !== 'manual' ? 'Listening for you…' : 'Speak, then press Send.');
