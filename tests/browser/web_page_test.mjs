@@ -6,7 +6,10 @@
 // - a WebSocket from another site's page (Origin) is refused with 403;
 // - push to talk (`?vad=0`): the answer's transcript deltas join to its done transcript and equal, with
 //   its speech bytes, what a fresh realtime session answers for the exact PCM16 the page committed; every
-//   received sample is played (the playback worklet's count), none dropped;
+//   received sample is played (the playback worklet's count), none dropped; Send during an answer cancels
+//   it, stops playback and truncates to the ms heard before the next turn goes;
+// - server VAD: the question's next loop cancels the answer in flight (turn_detected), playback stops,
+//   each received sample is heard or dropped, the truncation is what was heard;
 // - turn detection the server refuses (semantic_vad): the page falls back to push to talk;
 // - with --api-key, the page passes the key as the `openai-insecure-api-key.KEY` subprotocol; a wrong
 //   key is refused (401) and the page says so.
@@ -324,6 +327,35 @@ try {
     assert.deepEqual(s.truncated[0], s.truncations[0], 'the server confirms the truncation');
     assert.equal(s.receivedSamples, s.playedSamples + s.discardedSamples + s.bufferedSamples);
     assert.equal(await page.locator('#transcript .assistant.cancelled').count() >= 1, true);
+    assert.deepEqual(problems, []);
+    await context.close();
+  });
+
+  await test('push to talk: Send during the answer cancels it, stops playback, truncates, then sends', async () => {
+    const { context, page, problems } = await open('?vad=0', vad.port);
+    await page.click('#start');
+    await page.waitForFunction(() => window.lfmvoxStats.mode === 'manual', null, { timeout: 30000 });
+    await page.waitForFunction((n) => window.lfmvoxStats.sentSamples >= n, 3 * kRate, { timeout: 30000 });
+    await page.click('#send');
+    await page.waitForFunction((n) => window.lfmvoxStats.playedSamples >= n, kRate / 5, { timeout: 300000 });
+    await page.click('#send');  // 200 ms into a 400-token answer
+    await page.waitForFunction(() => window.lfmvoxStats.truncated.length > 0 &&
+                                     window.lfmvoxStats.events['response.created'] === 2, null, { timeout: 300000 });
+    const s = await stats(page);
+    const r = s.responses[0], cut = s.interrupts[0];
+    console.log(`     answer 1 ${r.status} (${r.reason}) after ${r.samples} samples: played ${cut.played}, ` +
+                `dropped ${cut.cleared} queued + ${r.late} late; truncated to ${s.truncations[0].audio_end_ms} ms`);
+    assert.deepEqual(s.errors, []);
+    assert.equal(r.status, 'cancelled');
+    assert.equal(r.reason, 'client_cancelled');
+    assert.equal(cut.item_id, r.item_id);
+    assert.equal(cut.buffered, 0, 'playback stopped');
+    assert.equal(cut.played + cut.cleared + r.late, r.samples);
+    assert.ok(cut.played >= kRate / 5 && cut.played < r.samples, JSON.stringify(cut));
+    const ms = Math.floor((cut.played * 1000) / kRate);
+    assert.deepEqual(s.truncations, [{ item_id: r.item_id, audio_end_ms: ms }]);
+    assert.deepEqual(s.truncated, s.truncations, 'the truncate came before the next turn');
+    assert.equal(s.committed.length, 2, 'the second turn went out after the truncation');
     assert.deepEqual(problems, []);
     await context.close();
   });

@@ -36,8 +36,8 @@ let turn = [];                // manual mode: the PCM16 chunks appended since th
 let current = null;           // the response in flight
 let lastItem = null;          // the last answer: {item_id, start, samples, done, truncate}
 let pushed = 0;               // samples handed to the playback worklet and not cleared
-let pendingSend = false;      // Send pressed during an answer: commit once it is done
-let clearWaiter = null;
+let pendingSend = false;      // Send pressed: commit once the answer before is stopped and truncated
+const clearWaiters = [];      // interrupt()s waiting for the playback worklet's answer to 'clear'
 
 function status(text) { $('status').textContent = text; }
 
@@ -87,39 +87,47 @@ function onPlayback(m) {  // {played, buffered, cleared} from playback-worklet.j
   stats.bufferedSamples = m.buffered;
   if (m.cleared !== null) {
     stats.discardedSamples += m.cleared;
-    const w = clearWaiter;
-    clearWaiter = null;
+    const w = clearWaiters.shift();
     if (w) w(m);
   }
   counters();
 }
 
-function truncate(item) {
-  if (item.truncate === undefined || item.truncated) return;
-  item.truncated = true;
-  const ms = Math.floor((item.truncate * 1000) / kRate);
-  stats.truncations.push({ item_id: item.item_id, audio_end_ms: ms });
-  send({ type: 'conversation.item.truncate', item_id: item.item_id, content_index: 0, audio_end_ms: ms });
+// Once an answer is done and, when it was interrupted, what was heard of it is known: truncate the
+// history to that, then send the turn Send was pressed for.
+function settle(item) {
+  if (!item.done || (item.interrupted && !item.stopped)) return;
+  if (item.truncate !== undefined && !item.truncated) {
+    item.truncated = true;
+    const ms = Math.floor((item.truncate * 1000) / kRate);
+    stats.truncations.push({ item_id: item.item_id, audio_end_ms: ms });
+    send({ type: 'conversation.item.truncate', item_id: item.item_id, content_index: 0, audio_end_ms: ms });
+  }
+  if (pendingSend) {
+    pendingSend = false;
+    commitTurn();
+  }
 }
 
 // The user speaks over the answer: stop playback at once, and have the history keep only what was heard.
 async function interrupt(cancel) {
   const item = current || lastItem;
-  if (!item || !playback) return;
-  if (current) {
-    current.interrupted = true;
-    if (cancel) send({ type: 'response.cancel' });
-  }
+  if (!item || !playback) return settle({ done: true });
+  item.interrupted = true;
+  item.stopped = false;
+  if (!item.done && cancel) send({ type: 'response.cancel' });
   const m = await new Promise((resolve) => {
-    clearWaiter = resolve;
+    clearWaiters.push(resolve);
     playback.port.postMessage('clear');
   });
-  pushed -= m.cleared;                        // (pushed counts what the worklet plays: played + buffered)
-  if (m.cleared === 0 && item.done) return;  // it had been heard to the end
-  stats.interruptions++;
-  item.truncate = Math.min(item.samples, Math.max(0, m.played - item.start));
-  stats.interrupts.push({ item_id: item.item_id, played: item.truncate, cleared: m.cleared, buffered: m.buffered });
-  if (item.done) truncate(item);  // else at its response.done
+  pushed -= m.cleared;  // (pushed counts what the worklet plays: played + buffered)
+  item.stopped = true;
+  if (m.cleared > 0 || !item.done) {  // else it had been heard to the end
+    stats.interruptions++;
+    item.truncate = Math.min(item.samples, Math.max(0, m.played - item.start));
+    stats.interrupts.push({ item_id: item.item_id, played: item.truncate, cleared: m.cleared, buffered: m.buffered });
+  }
+  settle(item);
 }
 
 function commitTurn() {
@@ -218,12 +226,8 @@ function onEvent(e) {
                              reason: e.response.status_details ? e.response.status_details.reason : null,
                              audio: r.audio.join('|') });
       lastItem = r;
-      truncate(r);
       status(stats.mode !== 'manual' ? 'Listening for you…' : 'Speak, then press Send.');
-      if (pendingSend) {
-        pendingSend = false;
-        commitTurn();
-      }
+      settle(r);
       break;
     }
   }
@@ -296,16 +300,14 @@ function stop() {
   current = lastItem = null;
   pushed = 0;  // (a new playback worklet counts from 0)
   pendingSend = false;
+  clearWaiters.length = 0;
   $('send').disabled = $('stop').disabled = true;
 }
 
 $('start').addEventListener('click', start);
 $('stop').addEventListener('click', stop);
 $('send').addEventListener('click', () => {
-  if (current) {  // speaking over the answer by hand
-    pendingSend = true;
-    interrupt(true);
-  } else {
-    commitTurn();
-  }
+  // Speaking during the answer talks over it: stop it (cancelled if still coming), then send the turn.
+  pendingSend = true;
+  interrupt(true);
 });
