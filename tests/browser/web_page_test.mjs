@@ -15,11 +15,11 @@
 //   key is refused (401) and the page says so.
 //   node web_page_test.mjs LFMVOX MAKE_CHECKPOINT TEST_DATA_DIR WORK_DIR   (run_web_test.sh)
 import assert from 'node:assert/strict';
-import { execFileSync, spawn } from 'node:child_process';
-import { readFileSync, writeFileSync, mkdirSync, rmSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import http from 'node:http';
 import path from 'node:path';
+import { demoCheckpoint, serve as serveAt } from '../clients/serve.mjs';
 
 const [lfmvox, makeCheckpoint, dataDir, work] = process.argv.slice(2).map((p) => path.resolve(p));
 const require = createRequire(path.join(work, 'package.json'));
@@ -28,30 +28,7 @@ const { chromium } = require('playwright-core');
 const kMaxNew = '40';  // as server_test and tests/clients
 const kRate = 24000;
 
-function checkpoint(name) {
-  const dir = path.join(work, name);
-  mkdirSync(dir, { recursive: true });
-  execFileSync(makeCheckpoint, ['lfm25-audio', '--size', 'demo', '--tokenizer', path.join(dataDir, 'tokenizer/tokenizer.json'),
-                                '--out', dir, '--steer-tts', 'Hello there.', '--voice', 'US female'],
-               { stdio: ['ignore', 'ignore', 'inherit'] });
-  return dir;
-}
-
-function serve(model, extra = []) {
-  const child = spawn(lfmvox, ['serve', '--model', model, '--port', '0', '--max-new', kMaxNew, '--threads', '1', ...extra],
-                      { stdio: ['ignore', 'ignore', 'pipe'] });
-  let log = '';
-  return new Promise((resolve, reject) => {
-    let port = 0;
-    child.stderr.on('data', (d) => {
-      log += d;
-      const m = /listening on http:\/\/127\.0\.0\.1:(\d+)/.exec(log);
-      if (m) port = Number(m[1]);
-      if (port && log.includes('lfmvox serve: ready')) resolve({ child, port });
-    });
-    child.on('exit', (code) => reject(new Error(`lfmvox serve exited ${code}: ${log}`)));
-  });
-}
+const serve = (model, extra = []) => serveAt(lfmvox, model, ['--max-new', kMaxNew, '--threads', '1', ...extra]);
 
 // question.wav with 0.8 s of silence after it (the same format), for the fake microphone: looped, the
 // speech starts again 0.3 s after server VAD's 500 ms of silence ended the turn, over the answer.
@@ -97,7 +74,7 @@ async function test(name, fn) {
   }
 }
 
-const model = checkpoint('demo_tts');
+const model = demoCheckpoint(makeCheckpoint, dataDir, path.join(work, 'demo_tts'), ['Hello there.', 'US female']);
 const mic = path.join(work, 'mic.wav');
 micWav(mic);
 const server = await serve(model);
@@ -105,8 +82,6 @@ const kKey = 'test-key';
 const keyed = await serve(model, ['--api-key', kKey]);
 const vad = await serve(model, ['--max-new', '400']);  // (the last --max-new counts)
 const base = `http://127.0.0.1:${server.port}`;
-const profile = path.join(work, 'profile');
-rmSync(profile, { recursive: true, force: true });
 const args = ['--use-fake-ui-for-media-stream', '--use-fake-device-for-media-stream', `--use-file-for-fake-audio-capture=${mic}`,
               '--autoplay-policy=no-user-gesture-required', '--disable-gpu', '--disable-quic', '--no-first-run',
               '--disable-background-networking', '--disable-component-update', '--disable-sync'];
