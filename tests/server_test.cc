@@ -760,20 +760,26 @@ std::vector<float> FromS16(const std::string& b) {
 struct RtAnswer {
   std::vector<std::string> types;
   std::string audio, transcript, status, item_id;
+  std::map<std::string, json> first;  // the first event of each type
 };
 
-RtAnswer RtRespond(RealtimeClient& c) {
-  c.Send({{"type", "response.create"}});
+RtAnswer RtCollect(const std::vector<json>& events) {
   RtAnswer a;
-  for (const json& e : c.ReadUntil("response.done")) {
+  for (const json& e : events) {
     const std::string t = e.value("type", "");
     a.types.push_back(t);
+    a.first.emplace(t, e);
     if (t == "response.output_audio.delta") a.audio += *Base64Decode(e["delta"].get<std::string>(), 1u << 26);
     if (t == "response.output_audio_transcript.delta") a.transcript += e["delta"].get<std::string>();
     if (t == "response.output_item.added") a.item_id = e["item"]["id"];
     if (t == "response.done") a.status = e["response"]["status"];
   }
   return a;
+}
+
+RtAnswer RtRespond(RealtimeClient& c) {
+  c.Send({{"type", "response.create"}});
+  return RtCollect(c.ReadUntil("response.done"));
 }
 
 void RtAppendCommit(RealtimeClient& c, const std::string& pcm) {
@@ -1069,22 +1075,15 @@ TEST_F(ServerTest, RealtimeServerVadCommitsAndAnswers) {
 
   const std::string pcm = S16(SpokenTurn(24000));
   AppendChunks(c, pcm);
-  std::vector<json> events = c.ReadUntil("response.done");
-  std::map<std::string, json> first;
-  RtAnswer a;
-  for (const json& e : events) {
-    const std::string t = e.value("type", "");
-    first.emplace(t, e);
-    if (t == "response.output_audio.delta") a.audio += *Base64Decode(e["delta"].get<std::string>(), 1u << 26);
-    if (t == "response.output_audio_transcript.delta") a.transcript += e["delta"].get<std::string>();
-    if (t == "response.done") a.status = e["response"]["status"];
-  }
+  RtAnswer a = RtCollect(c.ReadUntil("response.done"));
+  std::map<std::string, json>& first = a.first;
   ASSERT_TRUE(first.count("input_audio_buffer.speech_started") &&
               first.count("input_audio_buffer.speech_stopped") &&
               first.count("input_audio_buffer.committed") && first.count("response.created"));
-  EXPECT_EQ(events[0]["type"], "input_audio_buffer.speech_started");
-  EXPECT_EQ(events[1]["type"], "input_audio_buffer.speech_stopped");
-  EXPECT_EQ(events[2]["type"], "input_audio_buffer.committed");
+  ASSERT_GE(a.types.size(), 3u);
+  EXPECT_EQ(a.types[0], "input_audio_buffer.speech_started");
+  EXPECT_EQ(a.types[1], "input_audio_buffer.speech_stopped");
+  EXPECT_EQ(a.types[2], "input_audio_buffer.committed");
   const json& started = first["input_audio_buffer.speech_started"];
   const json& stopped = first["input_audio_buffer.speech_stopped"];
   ExpectVadTurn(started, stopped, 0);
@@ -1153,14 +1152,9 @@ TEST_F(ServerTest, RealtimeBargeInCancelsAndTruncates) {
   EXPECT_LE(after_start, 1920u) << "more than one 80 ms frame went out after speech_started";
   EXPECT_EQ(after_start, 0u) << "the server drops what the scheduler made after the cancel";
   // The second turn is committed and answered (after the cancelled one's response.done).
-  RtAnswer b;
-  for (const json& e : c.ReadUntil("response.done")) {
-    const std::string t = e.value("type", "");
-    if (t == "input_audio_buffer.speech_stopped") stopped2 = e;
-    if (t == "response.output_audio.delta") b.audio += *Base64Decode(e["delta"].get<std::string>(), 1u << 26);
-    if (t == "response.output_audio_transcript.delta") b.transcript += e["delta"].get<std::string>();
-    if (t == "response.done") b.status = e["response"]["status"];
-  }
+  const RtAnswer b = RtCollect(c.ReadUntil("response.done"));
+  if (b.first.count("input_audio_buffer.speech_stopped"))
+    stopped2 = b.first.at("input_audio_buffer.speech_stopped");
   ASSERT_FALSE(stopped2.is_null());
   ExpectVadTurn(started1, stopped1, 0);
   ExpectVadTurn(started2, stopped2, offset_ms);
@@ -1178,6 +1172,9 @@ TEST_F(ServerTest, RealtimeBargeInCancelsAndTruncates) {
       {{cut(turn, started1, stopped1, 0), SIZE_MAX, made}, {cut(turn2, started2, stopped2, offset_ms), sent}},
       kLong);
   EXPECT_EQ(b.transcript, lib.text);
+  const std::string metrics = Get(server->port(), "/metrics").body;
+  EXPECT_EQ(MetricValue(metrics, "lfmvox_realtime_vad_turns_total"), 2);
+  EXPECT_EQ(MetricValue(metrics, "lfmvox_realtime_barge_ins_total"), 1);
   EXPECT_TRUE(b.audio == S16(lib.pcm))
       << "the answer after the barge-in differs from the library's with the history "
          "truncated at the "

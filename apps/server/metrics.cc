@@ -71,6 +71,12 @@ std::string Metrics::Render(size_t active, size_t queued, size_t connections) co
     out += "# TYPE lfmvox_audio_output_seconds_total counter\nlfmvox_audio_output_seconds_total " +
            Num(audio_out_) + "\n";
   }
+  out += "# HELP lfmvox_realtime_vad_turns_total Speech starts heard by the realtime server VAD.\n";
+  out += "# TYPE lfmvox_realtime_vad_turns_total counter\nlfmvox_realtime_vad_turns_total " +
+         std::to_string(vad_turns_.load()) + "\n";
+  out += "# HELP lfmvox_realtime_barge_ins_total Realtime responses cancelled by the user's speech.\n";
+  out += "# TYPE lfmvox_realtime_barge_ins_total counter\nlfmvox_realtime_barge_ins_total " +
+         std::to_string(barge_ins_.load()) + "\n";
   out += "# HELP lfmvox_active_sessions Sessions the engine is stepping.\n";
   out += "# TYPE lfmvox_active_sessions gauge\nlfmvox_active_sessions " + std::to_string(active) + "\n";
   out += "# HELP lfmvox_queue_depth Requests waiting for a session slot.\n";

@@ -32,6 +32,8 @@ class Metrics {
   void CountRequest(const std::string& endpoint, int status);
   void AddAudioIn(double seconds);
   void AddAudioOut(double seconds);
+  void CountVadTurn() { vad_turns_.fetch_add(1); }  // realtime: a speech start the server VAD heard
+  void CountBargeIn() { barge_ins_.fetch_add(1); }  // realtime: a response cancelled by that speech
   Histogram& time_to_first_audio() { return ttfa_; }
   Histogram& real_time_factor() { return rtf_; }
   // The text of GET /metrics, with the scheduler's gauges.
@@ -42,6 +44,7 @@ class Metrics {
   std::map<std::pair<std::string, int>, uint64_t> requests_;
   double audio_in_ = 0, audio_out_ = 0;
   Histogram ttfa_, rtf_;
+  std::atomic<uint64_t> vad_turns_{0}, barge_ins_{0};
 };
 
 }  // namespace lfmvox::server

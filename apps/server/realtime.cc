@@ -311,7 +311,11 @@ void Session::Append(std::vector<float> pcm) {
       Send({{"type", "input_audio_buffer.speech_started"},
             {"audio_start_ms", buffer_origin / (kRate / 1000)},
             {"item_id", speech_item}});
-      if (interrupt_response && job && !job->cancelled()) Cancel("turn_detected");
+      ctx.metrics->CountVadTurn();
+      if (interrupt_response && job && !job->cancelled()) {
+        ctx.metrics->CountBargeIn();
+        Cancel("turn_detected");
+      }
     } else {
       Send({{"type", "input_audio_buffer.speech_stopped"},
             {"audio_end_ms", at / (kRate / 1000)},

@@ -23,6 +23,7 @@ struct RealtimeContext {
   Scheduler* scheduler = nullptr;
   const ServerOptions* options = nullptr;
   std::atomic<size_t>* sessions = nullptr;  // open realtime sessions (capped at options->max_sessions)
+  Metrics* metrics = nullptr;               // VAD turns and barge-ins
 };
 
 // Takes over the connection: accepts the upgrade `req` and serves the session until either side closes.

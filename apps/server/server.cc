@@ -570,7 +570,8 @@ net::awaitable<void> Server::Impl::Serve(tcp::socket socket) {
       if (PathOf(ex.req.target()) == "/v1/realtime" && beast::websocket::is_upgrade(ex.req) && ready.load() &&
           Authorized(ex.req) && SameOrigin(ex.req)) {
         metrics.CountRequest("/v1/realtime", 101);
-        co_await ServeRealtime(stream, std::move(ex.req), {scheduler.get(), &opt, &realtime_sessions});
+        co_await ServeRealtime(stream, std::move(ex.req),
+                               {scheduler.get(), &opt, &realtime_sessions, &metrics});
         break;
       }
       bool keep = false;
