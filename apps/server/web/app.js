@@ -7,6 +7,8 @@
 'use strict';
 
 const kRate = 24000;
+const kKeep = 4;             // answers and turns whose audio the stats keep (memory stays bounded)
+const kTurnChunks = 1500;    // 60 s of 40 ms chunks: the server's default cap on one turn
 const $ = (id) => document.getElementById(id);
 
 const stats = {
@@ -14,7 +16,7 @@ const stats = {
   events: {},             // server event type → count
   errors: [],             // the error events' error objects
   sentSamples: 0,         // 24 kHz samples appended
-  committed: [],          // manual mode: each committed turn's PCM16, base64
+  committed: [],          // manual mode: the last turns committed, PCM16 as the base64 chunks sent, '|'-joined
   receivedSamples: 0,     // speech samples received
   playedSamples: 0,       // of those, played out
   discardedSamples: 0,    // of those, dropped by an interruption
@@ -26,7 +28,8 @@ const stats = {
   truncations: [],        // {item_id, audio_end_ms} sent
   truncated: [],          // {item_id, audio_end_ms} the server confirmed
   responses: [],          // finished: {id, item_id, status, reason, transcript, done_transcript, samples,
-                          //   late (received after an interruption), audio (base64 deltas joined by '|')}
+                          //   late (received after an interruption), audio (the last few: base64 deltas
+                          //   joined by '|')}
   userTranscripts: [],    // input transcriptions, when the server sends them
 };
 window.lfmvoxStats = stats;
@@ -78,7 +81,7 @@ function onCapture(pcm) {  // 40 ms of PCM16 from capture-worklet.js
   const b64 = toBase64(new Uint8Array(pcm.buffer));
   send({ type: 'input_audio_buffer.append', audio: b64 });
   stats.sentSamples += pcm.length;
-  if (stats.mode === 'manual') turn.push(b64);
+  if (stats.mode === 'manual' && turn.length < kTurnChunks) turn.push(b64);
   counters();
 }
 
@@ -134,6 +137,7 @@ function commitTurn() {
   const n = turn.length;
   if (n === 0) return status('Nothing recorded yet.');
   stats.committed.push(turn.join('|'));
+  if (stats.committed.length > kKeep) stats.committed[stats.committed.length - kKeep - 1] = '';
   turn = [];
   send({ type: 'input_audio_buffer.commit' });
   send({ type: 'response.create' });
@@ -225,6 +229,7 @@ function onEvent(e) {
                              done_transcript: r.done_transcript, samples: r.samples, late: r.late,
                              reason: e.response.status_details ? e.response.status_details.reason : null,
                              audio: r.audio.join('|') });
+      if (stats.responses.length > kKeep) stats.responses[stats.responses.length - kKeep - 1].audio = '';
       lastItem = r;
       status(stats.mode !== 'manual' ? 'Listening for you…' : 'Speak, then press Send.');
       settle(r);
@@ -278,14 +283,20 @@ async function start() {
     $('start').disabled = false;
     return;
   }
-  ws.onmessage = (m) => onEvent(JSON.parse(m.data));
-  ws.onclose = () => {
-    status(stats.events['session.created'] ? 'Disconnected.' :
-                                             'The server refused the connection: is an API key needed, or a wrong one given?');
+  const sock = ws;
+  let created = false;
+  sock.onmessage = (m) => {
+    const e = JSON.parse(m.data);
+    if (e.type === 'session.created') created = true;
+    onEvent(e);
+  };
+  sock.onclose = () => {
+    if (sock !== ws) return;  // (an earlier connection, already stopped)
+    status(created ? 'Disconnected.' : 'The server refused the connection: is an API key needed, or a wrong one given?');
     stop();
     $('start').disabled = false;
   };
-  ws.onerror = () => status('The connection failed.');
+  sock.onerror = () => status('The connection failed.');
   $('stop').disabled = false;
   status('Connecting…');
 }
@@ -305,7 +316,11 @@ function stop() {
 }
 
 $('start').addEventListener('click', start);
-$('stop').addEventListener('click', stop);
+$('stop').addEventListener('click', () => {
+  stop();
+  status('Stopped.');
+  $('start').disabled = false;
+});
 $('send').addEventListener('click', () => {
   // Speaking during the answer talks over it: stop it (cancelled if still coming), then send the turn.
   pendingSend = true;
