@@ -871,6 +871,13 @@ TEST_F(ServerTest, RealtimeSpeechToSpeechEqualsTheLibrary) {
   EXPECT_TRUE(a.audio == S16(lib.pcm)) << "realtime speech bytes differ from the library's";
 
   ASSERT_GT(lib.pcm.size(), 1920u) << "the steered demo answers in speech within the cap";
+  // Fields of the wrong type are error events (they once threw out of the session).
+  c.Send({{"type", "conversation.item.truncate"}, {"item_id", 5}, {"audio_end_ms", 80}});
+  ExpectErrorEvent(c.Read());
+  c.Send(
+      {{"type", "conversation.item.create"},
+       {"item", {{"type", 1}, {"role", "user"}, {"content", {{{"type", "input_text"}, {"text", "hi"}}}}}}});
+  ExpectErrorEvent(c.Read());
   // conversation.item.truncate keeps the first 80 ms of that answer; the next turn continues from it.
   {
     c.Send({{"type", "conversation.item.truncate"},
@@ -1097,6 +1104,19 @@ TEST_F(ServerTest, RealtimeServerVadCommitsAndAnswers) {
   EXPECT_EQ(a.transcript, lib.text);
   EXPECT_EQ(a.audio.size(), lib.pcm.size() * 2);
   EXPECT_TRUE(a.audio == S16(lib.pcm)) << "the VAD turn's answer differs from the library's";
+
+  // create_response false: the turn is committed and nothing answers it. The clear after the audio is
+  // handled after it, so every event the audio caused comes before `cleared`.
+  json quiet = kVadConfig;
+  quiet["create_response"] = false;
+  c.Send({{"type", "session.update"}, {"session", {{"audio", {{"input", {{"turn_detection", quiet}}}}}}}});
+  EXPECT_EQ(c.Read()["type"], "session.updated");
+  AppendChunks(c, pcm);
+  c.Send({{"type", "input_audio_buffer.clear"}});
+  const RtAnswer q = RtCollect(c.ReadUntil("input_audio_buffer.cleared"));
+  EXPECT_EQ(q.types.size(), 5u);  // speech_started, speech_stopped, committed, item.created, cleared
+  EXPECT_TRUE(q.first.count("input_audio_buffer.committed"));
+  EXPECT_FALSE(q.first.count("response.created"));
 }
 
 // Barge-in: speech during a response cancels it (nothing more is sent after speech_started) and the
@@ -1114,47 +1134,68 @@ TEST_F(ServerTest, RealtimeBargeInCancelsAndTruncates) {
   const std::string turn = S16(SpokenTurn(14400));  // 600 ms of silence after the speech
   AppendChunks(c, turn);
   json started1, stopped1;
+  std::string item1;
   size_t sent = 0;
+  auto delta_samples = [](const json& e) {
+    return Base64Decode(e["delta"].get<std::string>(), 1u << 26)->size() / 2;
+  };
   for (;;) {
     const json e = c.Read();
     const std::string t = e.value("type", "");
     if (t == "input_audio_buffer.speech_started") started1 = e;
     if (t == "input_audio_buffer.speech_stopped") stopped1 = e;
+    if (t == "response.output_item.added") item1 = e["item"]["id"];
     ASSERT_NE(t, "response.done") << "the answer ended before its first audio";
     if (t == "response.output_audio.delta") {
-      sent += Base64Decode(e["delta"].get<std::string>(), 1u << 26)->size() / 2;
+      sent += delta_samples(e);
       break;
     }
   }
   ASSERT_FALSE(started1.is_null() || stopped1.is_null());
-  // Speak again: 1 s of silence and the same speech, right after the first turn.s audio.
+  // Speak again (1 s of silence and the same speech, right after the first turn's audio): first up to
+  // 200 ms into the speech, which is heard as a speech start.
   const size_t offset_ms = turn.size() / 48;  // 24 kHz s16: 48 bytes a millisecond
-  AppendChunks(c, S16(SpokenTurn(24000)));
+  const std::string turn2 = S16(SpokenTurn(24000));
+  const size_t head = 48 * 1200;
+  AppendChunks(c, turn2.substr(0, head));
   json started2, stopped2, done1;
-  size_t after_start = 0;
   for (;;) {
     const json e = c.Read();
     const std::string t = e.value("type", "");
-    if (t == "input_audio_buffer.speech_started") started2 = e;
-    if (t == "input_audio_buffer.speech_stopped") stopped2 = e;
-    if (t == "response.output_audio.delta") {
-      const size_t n = Base64Decode(e["delta"].get<std::string>(), 1u << 26)->size() / 2;
-      (started2.is_null() ? sent : after_start) += n;
-    }
-    if (t == "response.done") {
-      done1 = e;
+    ASSERT_NE(t, "response.done") << "the answer ended before the barge-in: " << e.dump();
+    if (t == "response.output_audio.delta") sent += delta_samples(e);
+    if (t == "input_audio_buffer.speech_started") {
+      started2 = e;
       break;
     }
   }
-  ASSERT_FALSE(started2.is_null()) << "the answer ended before the barge-in: " << done1.dump();
+  // The client stops playing and says it played half of what it got; then the rest of the turn.
+  const size_t played_ms = sent / 48;
+  c.Send({{"type", "conversation.item.truncate"},
+          {"item_id", item1},
+          {"content_index", 0},
+          {"audio_end_ms", played_ms}});
+  AppendChunks(c, turn2.substr(head));
+  // Until the second answer's response.done: the cancelled one's events, then the new turn's.
+  std::vector<json> events = c.ReadUntil("response.done");
+  done1 = events.back();
+  size_t after_start = 0;
+  for (const json& e : events) {
+    if (e["type"] == "response.output_audio.delta") after_start += delta_samples(e);
+  }
   EXPECT_EQ(done1["response"]["status"], "cancelled");
   EXPECT_EQ(done1["response"]["status_details"]["reason"], "turn_detected");
   EXPECT_LE(after_start, 1920u) << "more than one 80 ms frame went out after speech_started";
   EXPECT_EQ(after_start, 0u) << "the server drops what the scheduler made after the cancel";
   // The second turn is committed and answered (after the cancelled one's response.done).
-  const RtAnswer b = RtCollect(c.ReadUntil("response.done"));
-  if (b.first.count("input_audio_buffer.speech_stopped"))
-    stopped2 = b.first.at("input_audio_buffer.speech_stopped");
+  const std::vector<json> rest = c.ReadUntil("response.done");
+  events.insert(events.end(), rest.begin(), rest.end());
+  const RtAnswer b = RtCollect(rest);
+  const RtAnswer all = RtCollect(events);
+  ASSERT_TRUE(all.first.count("conversation.item.truncated") &&
+              all.first.count("input_audio_buffer.speech_stopped"));
+  EXPECT_EQ(all.first.at("conversation.item.truncated")["audio_end_ms"], played_ms);
+  stopped2 = all.first.at("input_audio_buffer.speech_stopped");
   ASSERT_FALSE(stopped2.is_null());
   ExpectVadTurn(started1, stopped1, 0);
   ExpectVadTurn(started2, stopped2, offset_ms);
@@ -1164,21 +1205,19 @@ TEST_F(ServerTest, RealtimeBargeInCancelsAndTruncates) {
                  s1 = z["audio_end_ms"].get<size_t>() - offset_ms;
     return FromS16(pcm.substr(48 * s0, 48 * (s1 - s0)));
   };
-  const std::string turn2 = S16(SpokenTurn(24000));
   // The cancelled answer made usage.output_tokens steps (its sampler drew that many times).
   const int made = done1["response"]["usage"]["output_tokens"];
   ASSERT_LT(made, kLong);
-  const LibOut lib = LibraryRealtime(
-      {{cut(turn, started1, stopped1, 0), SIZE_MAX, made}, {cut(turn2, started2, stopped2, offset_ms), sent}},
-      kLong);
+  const LibOut lib = LibraryRealtime({{cut(turn, started1, stopped1, 0), SIZE_MAX, made},
+                                      {cut(turn2, started2, stopped2, offset_ms), played_ms * 24}},
+                                     kLong);
   EXPECT_EQ(b.transcript, lib.text);
   const std::string metrics = Get(server->port(), "/metrics").body;
   EXPECT_EQ(MetricValue(metrics, "lfmvox_realtime_vad_turns_total"), 2);
   EXPECT_EQ(MetricValue(metrics, "lfmvox_realtime_barge_ins_total"), 1);
   EXPECT_TRUE(b.audio == S16(lib.pcm))
-      << "the answer after the barge-in differs from the library's with the history "
-         "truncated at the "
-      << sent << " samples sent";
+      << "the answer after the barge-in differs from the library's with the history truncated at the "
+      << played_ms << " ms played";
 }
 
 TEST(ServerCodec, MultipartAndBase64) {

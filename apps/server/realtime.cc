@@ -59,6 +59,7 @@ struct Session : std::enable_shared_from_this<Session> {
   };
   std::shared_ptr<State> state = std::make_shared<State>();
   size_t truncate_to = SIZE_MAX;  // a conversation.item.truncate for the last answer, sent with the next job
+  size_t answer_sent = 0;         // samples of the last answer's speech sent to the client
 
   std::shared_ptr<Job> job;  // the response in flight
   std::string response_id, item_id;
@@ -188,7 +189,8 @@ void Session::Handle(const std::string& text) {
         if (c.is_object() && c.contains("text") && c["text"].is_string()) t += c["text"].get<std::string>();
       }
     }
-    if (!item || item->value("type", "") != "message" || item->value("role", "") != "user" || t.empty()) {
+    auto is = [&](const char* k, const char* v) { return item->contains(k) && (*item)[k] == v; };
+    if (!item || !is("type", "message") || !is("role", "user") || t.empty()) {
       return Error("conversation.item.create takes a user message with input_text content", "", "item");
     }
     if (t.size() > ctx.options->max_text_chars)
@@ -210,14 +212,19 @@ void Session::Handle(const std::string& text) {
     if (!job) return Error("there is no response in progress", "response_cancel_not_active");
     Cancel("client_cancelled");
   } else if (type == "conversation.item.truncate") {
-    if (job) return Error("truncate the answer after its response.done", "", "item_id");
-    if (item_id.empty() || e.value("item_id", "") != item_id) {
+    // A cancelled answer (barge-in: the client stops playing and says how much it played) can be cut
+    // before its response.done; the history keeps the lesser of that and what was sent.
+    if (job && !job->cancelled())
+      return Error("truncate the answer after its response.done (or cancel it first)", "", "item_id");
+    if (item_id.empty() || !e.contains("item_id") || e["item_id"] != item_id) {
       return Error("only the last assistant item can be truncated", "", "item_id");
     }
     if (!e.contains("audio_end_ms") || !e["audio_end_ms"].is_number_unsigned()) {
       return Error("audio_end_ms must be a non-negative integer", "", "audio_end_ms");
     }
-    truncate_to = e["audio_end_ms"].get<size_t>() * (kRate / 1000);
+    // Clamped to the speech sent (known at response.done; before it, Stream clamps).
+    const size_t ms = std::min<size_t>(e["audio_end_ms"].get<size_t>(), SIZE_MAX / kRate);
+    truncate_to = std::min(ms * (kRate / 1000), job ? SIZE_MAX : answer_sent);
     Send({{"type", "conversation.item.truncated"},
           {"item_id", item_id},
           {"content_index", 0},
@@ -496,7 +503,8 @@ net::awaitable<void> Session::Stream(std::shared_ptr<Session> self, std::shared_
   if (cancelled) resp["status_details"] = {{"type", "cancelled"}, {"reason", self->cancel_reason}};
   self->Send({{"type", "response.done"}, {"response", resp}});
   // What the listener was sent is what the history keeps (applied before the next turn).
-  if (cancelled) self->truncate_to = sent;
+  if (cancelled) self->truncate_to = std::min(self->truncate_to, sent);
+  self->answer_sent = sent;
   self->job.reset();
   if (self->answer_pending) {
     self->answer_pending = false;

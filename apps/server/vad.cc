@@ -103,18 +103,18 @@ Status ServerVad::Push(std::span<const float> pcm, std::vector<VadTransition>* o
       if (int e = m.apm->ProcessStream(&src, config, config, &dst); e != webrtc::AudioProcessing::kNoError) {
         return Internal("the WebRTC voice detector failed on a frame (error " + std::to_string(e) + ")");
       }
-      last_voice_ = m.apm->voice_detection()->stream_has_voice();
+      const bool voice = m.apm->voice_detection()->stream_has_voice();
       const size_t f = frames_++;
       m.head += kFrame;
       if (!speaking_) {
-        if (last_voice_) {
+        if (voice) {
           speaking_ = true;
           silence_run_ = 0;
           const size_t start = f * kFrame,
                        pad = static_cast<size_t>(options_.prefix_padding_ms) * (kInputRate / 1000);
           out->push_back({VadTransition::kSpeechStarted, start > pad ? start - pad : 0});
         }
-      } else if (last_voice_) {
+      } else if (voice) {
         silence_run_ = 0;
       } else if (++silence_run_ >= silence_frames_) {
         speaking_ = false;

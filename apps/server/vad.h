@@ -4,8 +4,9 @@
 //
 // The wire's 24 kHz PCM is resampled to 16 kHz (dsp::Resampler, torchaudio's band-limited sinc, the
 // same as the model's front end) in 10 ms frames, each one ProcessStream call and one voice decision.
-// Resampling is streamed: every frame is cut from a window that reaches kLookahead input samples past
-// both of its ends, more than the kernel's half-width, so the frames are exactly the whole signal
+// Resampling is streamed: every frame is cut from a window that reaches kLookahead = 30 input samples
+// past both of its ends, more than the kernel reaches (10 input samples before an output, 12 after:
+// W = ceil(6·3/1.98) = 10 for 24 -> 16 kHz, resample.h), so the frames are exactly the whole signal
 // resampled at once (the window starts at a multiple of 3 input samples, so the phases line up);
 // the cost is kLookahead samples (1.25 ms) of latency.
 //
@@ -61,8 +62,7 @@ class ServerVad {
   Status Push(std::span<const float> pcm, std::vector<VadTransition>* out);
 
   bool speaking() const { return speaking_; }
-  size_t frames() const { return frames_; }        // 10 ms frames decided so far
-  bool last_voice() const { return last_voice_; }  // the library's decision on the last frame
+  size_t frames() const { return frames_; }  // 10 ms frames decided so far
   // The library's likelihood level (0 = kVeryLowLikelihood … 3 = kHighLikelihood) for a threshold.
   static int LikelihoodFor(double threshold);
 
@@ -75,7 +75,6 @@ class ServerVad {
   bool speaking_ = false;
   size_t silence_run_ = 0;
   size_t frames_ = 0;
-  bool last_voice_ = false;
 };
 
 }  // namespace lfmvox::server

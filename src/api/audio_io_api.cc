@@ -117,8 +117,14 @@ class WavOutput final : public PcmOutput {
 std::string TemporaryPathFor(const std::string& path) {
   static std::atomic<uint64_t> counter{0};
   const std::filesystem::path p(path);
-  const std::string name = "." + p.filename().string() + "." + std::to_string(::getpid()) + "." +
-                           std::to_string(counter.fetch_add(1)) + ".partial";
+  // Appended piece by piece: GCC 12 warns (-Wrestrict, a false positive) on `"." + std::string&&`.
+  std::string name(".");
+  name.append(p.filename().string())
+      .append(".")
+      .append(std::to_string(::getpid()))
+      .append(".")
+      .append(std::to_string(counter.fetch_add(1)))
+      .append(".partial");
   return (p.parent_path() / name).string();
 }
 

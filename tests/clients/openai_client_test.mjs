@@ -2,7 +2,8 @@
 // loopback port, with the demo checkpoints tests/server_test.cc uses. Each reply is compared with the
 // CLI run on the same model and input: the transcript with `lfmvox asr`, greedy speech with
 // `lfmvox tts --temperature 0 --seed 0` (the server is deterministic: server_test checks its PCM bit
-// for bit against the library), stream against non-stream.
+// for bit against the library), stream against non-stream, and a realtime turn through the client's
+// OpenAIRealtimeWS with `lfmvox chat --seed 0` on the same 24 kHz clip.
 //   node openai_client_test.mjs LFMVOX MAKE_CHECKPOINT TEST_DATA_DIR WORK_DIR   (run_openai_test.sh)
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
@@ -16,6 +17,8 @@ const [lfmvox, makeCheckpoint, dataDir, work] = process.argv.slice(2).map((p) =>
 if (globalThis.File === undefined) globalThis.File = (await import('node:buffer')).File;
 const require = createRequire(path.join(work, 'package.json'));
 const { default: OpenAI, toFile, APIError } = await import(require.resolve('openai'));
+const { OpenAIRealtimeWS } = await import(require.resolve('openai/realtime/ws'));
+const { realtimeTurn } = await import('./realtime_client.mjs');
 
 const kMaxNew = '40';  // every generation's cap, server and CLI, as in server_test
 const kText = 'Hello there.', kVoice = 'US female';
@@ -62,6 +65,13 @@ const refText = execFileSync(lfmvox, ['asr', '--model', textDir, '--max-new', kM
                              { stdio: ['ignore', 'pipe', 'ignore'] }).toString().replace(/\n$/, '');
 assert.ok(refPcm.length > 0 && refPcm.length % 2 === 0, 'the CLI speaks');
 assert.ok(refText.length > 0, 'the CLI transcribes');
+// Realtime: the 24 kHz clip's PCM16 as a client sends it; the same turn through `lfmvox chat` (the server's
+// realtime sessions are a chat with the default system prompt, seed 0: server_test checks them against
+// the library bit for bit).
+const clip24Path = path.join(dataDir, 'inputs/synthetic_24k.wav');
+const refChat = execFileSync(lfmvox, ['chat', '--model', ttsDir, '--in', clip24Path, '--out', '-', '--seed', '0',
+                                      '--max-new', kMaxNew, '--threads', '1'], { stdio: ['ignore', 'pipe', 'ignore'] });
+assert.ok(refChat.length > 1920 * 2, 'the CLI answers in speech');
 const wavSeconds = wavData(wav).length / (wav.readUInt16LE(22) * 2) / wav.readUInt32LE(24);
 
 const tts = await serve(ttsDir), text = await serve(textDir);
@@ -196,6 +206,27 @@ try {
     assert.equal(transcript, r.choices[0].message.audio.transcript);
     const w = await speech.chat.completions.create({ ...req, audio: { voice: 'alloy', format: 'wav' } });
     assert.ok(wavData(Buffer.from(w.choices[0].message.audio.data, 'base64')).equals(pcm));
+  });
+
+  const clip24 = wavData(readFileSync(clip24Path));
+  await test('realtime (OpenAIRealtimeWS): audio = lfmvox chat, transcript deltas = done', async () => {
+    const r = await realtimeTurn(OpenAI, OpenAIRealtimeWS, { port: tts.port, key: kKey, pcm: clip24 });
+    assert.equal(r.status, 'completed');
+    assert.deepEqual(r.types.slice(0, 4), ['session.created', 'session.updated', 'input_audio_buffer.committed',
+                                           'conversation.item.created']);
+    assert.equal(r.audio.length, refChat.length);
+    assert.ok(r.audio.equals(refChat), 'realtime speech differs from lfmvox chat');
+    assert.equal(r.transcript, r.transcriptDone);
+  });
+  await test('realtime: response.cancel stops the answer; what came is its start', async () => {
+    const r = await realtimeTurn(OpenAI, OpenAIRealtimeWS, { port: tts.port, key: kKey, pcm: clip24, cancel: true });
+    assert.equal(r.status, 'cancelled');
+    assert.ok(r.audio.length < refChat.length, `${r.audio.length} of ${refChat.length} bytes`);
+    assert.ok(r.audio.equals(refChat.subarray(0, r.audio.length)));
+  });
+  await test('realtime: a wrong key is refused', async () => {
+    await assert.rejects(realtimeTurn(OpenAI, OpenAIRealtimeWS, { port: tts.port, key: 'wrong', pcm: clip24 }),
+                         /realtime error: .*401/);
   });
 
   await test('errors: the OpenAI error object', async () => {

@@ -4,15 +4,17 @@
 #   1. 20 speech requests (greedy, seed 0: deterministic) sent at once through nginx each return the PCM
 #      a request straight to replica 1 returns, byte for byte;
 #   2. least_conn spread them: each replica's /metrics counts at least 5 of the 20 (least_conn over two
-#      replicas with 20 overlapping requests, generation slots of 4 each), and together exactly 20;
+#      replicas with 20 overlapping requests, generation slots of 10 each), and together exactly 20;
 #   3. a streamed request (stream_format audio) arrives through nginx in several chunks, the bytes
 #      again equal to the direct reply;
-#   4. the WebSocket upgrade passes: GET /v1/realtime with Upgrade headers is answered 101 by a replica
-#      when the server speaks it (skipped, not failed, while it answers 404).
-# usage: replicas_test.sh SOURCE_DIR LFMVOX MAKE_CHECKPOINT
-# Exits 77 (ctest: skipped) when nginx or curl is missing.
+#   4. the WebSocket upgrade passes: 20 realtime conversations at once through nginx, with the official
+#      `openai` client (tests/deploy/realtime_spread.mjs), each answer equal to the direct one, spread by
+#      least_conn (each replica's /metrics counts at least 5 of the 20 upgrades, together exactly 20).
+# usage: replicas_test.sh SOURCE_DIR LFMVOX MAKE_CHECKPOINT NODE_WORK
+# Exits 77 (ctest: skipped) when nginx or curl is missing, or (after the HTTP parts) node with the pinned
+# clients (tests/clients/npm_install.sh into NODE_WORK).
 set -euo pipefail
-src=$1 lfmvox=$2 make_checkpoint=$3
+src=$1 lfmvox=$2 make_checkpoint=$3 node_work=$4
 skip() { echo "SKIP: $*"; exit 77; }
 fail() { echo "FAIL: $*"; exit 1; }
 command -v curl >/dev/null || skip "curl is not installed"
@@ -35,7 +37,7 @@ trap cleanup EXIT
 # Two replicas on free ports (--port 0; each prints the address it bound).
 ports=()
 for i in 1 2; do
-  "$lfmvox" serve --model "$tmp/model" --port 0 --threads 1 --max-sessions 4 --max-new 40 \
+  "$lfmvox" serve --model "$tmp/model" --port 0 --threads 1 --max-sessions 10 --max-new 40 \
     2>"$tmp/replica$i.log" &
   pids+=($!)
 done
@@ -115,13 +117,23 @@ curl -sS -f -D "$tmp/stream.headers" -o "$tmp/stream.pcm" -H 'Content-Type: appl
 grep -qi '^transfer-encoding: chunked' "$tmp/stream.headers" || fail "the streamed reply is not chunked"
 cmp -s "$tmp/direct.pcm" "$tmp/stream.pcm" || fail "the streamed reply differs from the direct one"
 
-# The WebSocket upgrade reaches a replica.
-code=$(curl -s -o /dev/null -w '%{http_code}' --http1.1 -H 'Connection: Upgrade' -H 'Upgrade: websocket' \
-  -H 'Sec-WebSocket-Version: 13' -H 'Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==' --max-time 3 \
-  "http://127.0.0.1:$listen/v1/realtime" || true)
-case "$code" in
-  101) echo "realtime upgrade: 101 through nginx" ;;
-  404) echo "realtime upgrade: the replicas do not serve /v1/realtime yet (404), not checked" ;;
-  *) fail "GET /v1/realtime with Upgrade through nginx answered $code" ;;
-esac
+# 20 realtime conversations through nginx (WebSocket upgrade), spread over the replicas.
+rc=0
+"$src/tests/clients/npm_install.sh" "$node_work" || rc=$?
+[ "$rc" -eq 0 ] || skip "HTTP parts passed; the realtime part needs node with the pinned clients (tests/clients/npm_install.sh exit $rc)"
+upgrades() { # PORT: realtime upgrades answered 101 so far
+  curl -sf "http://127.0.0.1:$1/metrics" |
+    sed -n 's/^lfmvox_http_requests_total{endpoint="\/v1\/realtime",status="101"} \([0-9]*\)$/\1/p' | head -n 1
+}
+before=()
+for p in "${ports[@]}"; do before+=("$(upgrades "$p")"); done
+node "$src/tests/deploy/realtime_spread.mjs" "$node_work" "$src/tests/data/inputs/synthetic_24k.wav" "${ports[0]}" \
+  "$listen" 20 || fail "realtime conversations through nginx failed"
+served=()
+for k in 0 1; do served+=($(($(upgrades "${ports[$k]}") - ${before[$k]:-0}))); done
+# Replica 1 also took the direct reference conversation.
+served[0]=$((served[0] - 1))
+echo "realtime: replica 1 took ${served[0]}, replica 2 took ${served[1]} of 20"
+[ $((served[0] + served[1])) -eq 20 ] || fail "the replicas count $((served[0] + served[1])) upgrades, not 20"
+[ "${served[0]}" -ge 5 ] && [ "${served[1]}" -ge 5 ] || fail "least_conn did not spread the conversations"
 echo "PASS"
