@@ -19,7 +19,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import http from 'node:http';
 import path from 'node:path';
-import { demoCheckpoint, serve as serveAt } from '../clients/serve.mjs';
+import { demoCheckpoint, serve as serveAt, testRunner } from '../clients/serve.mjs';
 
 const [lfmvox, makeCheckpoint, dataDir, work] = process.argv.slice(2).map((p) => path.resolve(p));
 const require = createRequire(path.join(work, 'package.json'));
@@ -62,17 +62,7 @@ function get(port, p, { method = 'GET', headers = {} } = {}) {
   });
 }
 
-let failures = 0, passed = 0;
-async function test(name, fn) {
-  try {
-    await fn();
-    ++passed;
-    console.log(`ok   ${name}`);
-  } catch (e) {
-    ++failures;
-    console.log(`FAIL ${name}: ${e.stack || e}`);
-  }
-}
+const { test, finish } = testRunner();
 
 const model = demoCheckpoint(makeCheckpoint, dataDir, path.join(work, 'demo_tts'), ['Hello there.', 'US female']);
 const mic = path.join(work, 'mic.wav');
@@ -384,5 +374,4 @@ try {
   keyed.child.kill('SIGTERM');
   vad.child.kill('SIGTERM');
 }
-console.log(`${passed} passed, ${failures} failed`);
-process.exit(failures ? 1 : 0);
+process.exit(finish());

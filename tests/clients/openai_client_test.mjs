@@ -10,7 +10,7 @@ import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
-import { demoCheckpoint, serve as serveAt } from './serve.mjs';
+import { demoCheckpoint, serve as serveAt, testRunner } from './serve.mjs';
 
 const [lfmvox, makeCheckpoint, dataDir, work] = process.argv.slice(2).map((p) => path.resolve(p));
 // Node 18 (Debian 12) has File in node:buffer only; the client's uploads need it as a global.
@@ -45,17 +45,7 @@ function wavData(buf) {
 // The `data:` payloads of an SSE body.
 const sseData = (text) => text.split('\n\n').filter((e) => e.startsWith('data: ')).map((e) => e.slice(6));
 
-let failures = 0, passed = 0;
-async function test(name, fn) {
-  try {
-    await fn();
-    ++passed;
-    console.log(`ok   ${name}`);
-  } catch (e) {
-    ++failures;
-    console.log(`FAIL ${name}: ${e.stack || e}`);
-  }
-}
+const { test, finish } = testRunner();
 
 const ttsDir = checkpoint('demo_tts', true), textDir = checkpoint('demo_text', false);
 // References from the CLI on the same files.
@@ -247,5 +237,4 @@ try {
   tts.child.kill('SIGTERM');
   text.child.kill('SIGTERM');
 }
-console.log(`${passed} passed, ${failures} failed`);
-process.exit(failures ? 1 : 0);
+process.exit(finish());

@@ -1,5 +1,5 @@
 // What the Node.js tests of `lfmvox serve` share (tests/clients, tests/browser): a demo checkpoint written
-// by lfmvox-make-checkpoint, and a server started on a free loopback port.
+// by lfmvox-make-checkpoint, a server started on a free loopback port, and the ok/FAIL runner.
 import { execFileSync, spawn } from 'node:child_process';
 import { mkdirSync } from 'node:fs';
 import path from 'node:path';
@@ -28,4 +28,26 @@ export function serve(lfmvox, model, args = []) {
     });
     child.on('exit', (code) => reject(new Error(`lfmvox serve exited ${code}: ${log}`)));
   });
+}
+
+// test(name, fn) runs one named check and prints ok or FAIL with the stack; finish() prints the counts
+// and returns the exit code.
+export function testRunner() {
+  let failures = 0, passed = 0;
+  return {
+    async test(name, fn) {
+      try {
+        await fn();
+        ++passed;
+        console.log(`ok   ${name}`);
+      } catch (e) {
+        ++failures;
+        console.log(`FAIL ${name}: ${e.stack || e}`);
+      }
+    },
+    finish() {
+      console.log(`${passed} passed, ${failures} failed`);
+      return failures ? 1 : 0;
+    },
+  };
 }
