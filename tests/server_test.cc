@@ -38,6 +38,7 @@
 #include "request_parse.h"
 #include "trace_util.h"
 #include "vad.h"
+#include "web_assets.h"
 
 namespace lfmvox::server {
 namespace {
@@ -1258,6 +1259,106 @@ TEST(ServerCodec, MultipartAndBase64) {
   EXPECT_TRUE(ConstantTimeEquals("abc", "abc"));
   EXPECT_FALSE(ConstantTimeEquals("abc", "abd"));
   EXPECT_FALSE(ConstantTimeEquals("abc", "abcd"));
+}
+
+// ---- the web page at / (apps/server/web, embedded) and who may open /v1/realtime ----
+
+// One request with extra headers on a fresh connection; the whole response (a 101 has no body).
+http::response<http::string_body> Raw(uint16_t port, http::verb method, const std::string& target,
+                                      const std::vector<std::pair<http::field, std::string>>& headers) {
+  net::io_context ioc;
+  tcp::socket socket(ioc);
+  socket.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), port));
+  http::request<http::string_body> req{method, target, 11};
+  req.set(http::field::host, "127.0.0.1:" + std::to_string(port));
+  for (const auto& [k, v] : headers) req.set(k, v);
+  req.prepare_payload();
+  http::write(socket, req);
+  beast::flat_buffer buf;
+  http::response<http::string_body> res;
+  beast::error_code ec;
+  http::read(socket, buf, res, ec);
+  EXPECT_FALSE(ec) << ec.message();
+  return res;
+}
+
+TEST(ServerWeb, PageIsEmbeddedAndRealtimeUpgradesAreChecked) {
+  ASSERT_TRUE(Model());
+  ServerOptions o;
+  o.model = Model();
+  o.port = 0;
+  o.threads = 1;
+  o.api_key = "sekret-key";
+  auto s = Server::Start(o);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  ASSERT_TRUE((*s)->WaitReady().ok());
+  const uint16_t port = (*s)->port();
+
+  // The page needs no key; each file is the embedded one, with its type and the CSP.
+  for (const char* path :
+       {"/", "/index.html", "/app.js", "/style.css", "/capture-worklet.js", "/playback-worklet.js"}) {
+    const WebFile* f = WebAsset(path);
+    ASSERT_NE(f, nullptr) << path;
+    auto r = Raw(port, http::verb::get, path, {});
+    EXPECT_EQ(r.result_int(), 200u) << path;
+    EXPECT_EQ(r.body(), std::string(f->body)) << path;
+    EXPECT_EQ(std::string(r[http::field::content_type]), f->content_type) << path;
+    EXPECT_EQ(std::string(r["Content-Security-Policy"]), kWebCsp) << path;
+    EXPECT_EQ(std::string(r["X-Content-Type-Options"]), "nosniff") << path;
+  }
+  EXPECT_EQ(WebAsset("/")->content_type, "text/html; charset=utf-8");
+  EXPECT_EQ(WebAsset("/app.js")->content_type, "text/javascript; charset=utf-8");
+  EXPECT_EQ(WebAsset("/index.html")->body.substr(0, 15), "<!doctype html>");
+  for (const char* path :
+       {"/../CMakeLists.txt", "/web/app.js", "/app.js/", "/%2e%2e/README.md", "//etc/passwd"}) {
+    EXPECT_EQ(WebAsset(path), nullptr) << path;
+    EXPECT_EQ(Raw(port, http::verb::get, path, {}).result_int(), 401u) << path << ": the API, behind the key";
+    EXPECT_EQ(
+        Raw(port, http::verb::get, path, {{http::field::authorization, "Bearer sekret-key"}}).result_int(),
+        404u)
+        << path;
+  }
+  EXPECT_EQ(Raw(port, http::verb::post, "/", {}).result_int(), 405u);
+
+  // The realtime upgrade: the key as a Bearer header or (browsers) the openai-insecure-api-key subprotocol,
+  // answered with `realtime`; a page from another origin is refused.
+  const std::vector<std::pair<http::field, std::string>> ws = {
+      {http::field::upgrade, "websocket"},
+      {http::field::connection, "Upgrade"},
+      {http::field::sec_websocket_version, "13"},
+      {http::field::sec_websocket_key, "dGhlIHNhbXBsZSBub25jZQ=="}};
+  auto with = [&](std::vector<std::pair<http::field, std::string>> extra) {
+    extra.insert(extra.end(), ws.begin(), ws.end());
+    return Raw(port, http::verb::get, "/v1/realtime", extra);
+  };
+  const std::string self = "http://127.0.0.1:" + std::to_string(port);
+  auto ok = with({{http::field::sec_websocket_protocol, "realtime, openai-insecure-api-key.sekret-key"},
+                  {http::field::origin, self}});
+  EXPECT_EQ(ok.result_int(), 101u);
+  EXPECT_EQ(std::string(ok[http::field::sec_websocket_protocol]), "realtime");
+  EXPECT_EQ(with({{http::field::authorization, "Bearer sekret-key"}}).result_int(), 101u);
+  EXPECT_EQ(with({{http::field::sec_websocket_protocol, "realtime, openai-insecure-api-key.sekret-ke"}})
+                .result_int(),
+            401u);
+  EXPECT_EQ(with({{http::field::sec_websocket_protocol, "realtime"}}).result_int(), 401u);
+  auto evil =
+      with({{http::field::authorization, "Bearer sekret-key"}, {http::field::origin, "http://evil.example"}});
+  EXPECT_EQ(evil.result_int(), 403u);
+  EXPECT_EQ(json::parse(evil.body())["error"]["code"], "cross_origin");
+  EXPECT_EQ(
+      with({{http::field::authorization, "Bearer sekret-key"}, {http::field::origin, "null"}}).result_int(),
+      403u);
+  // The subprotocol key is for the upgrade only.
+  EXPECT_EQ(Raw(port, http::verb::get, "/v1/models",
+                {{http::field::sec_websocket_protocol, "realtime, openai-insecure-api-key.sekret-key"}})
+                .result_int(),
+            401u);
+
+  EXPECT_EQ(HeaderToken("realtime, openai-insecure-api-key.k1 ,x", "openai-insecure-api-key."), "k1");
+  EXPECT_EQ(HeaderToken(" realtime ", "realtime"), "");
+  EXPECT_EQ(HeaderToken("realtimes", "realtime"), "s");
+  EXPECT_FALSE(HeaderToken("a, b", "realtime").has_value());
+  EXPECT_FALSE(HeaderToken("", "realtime").has_value());
 }
 
 // ---- request bodies: JSON within depth and value limits (request_parse.h) ----

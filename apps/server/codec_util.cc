@@ -208,4 +208,16 @@ bool ConstantTimeEquals(std::string_view a, std::string_view b) {
   return diff == 0;
 }
 
+std::optional<std::string_view> HeaderToken(std::string_view list, std::string_view prefix) {
+  while (!list.empty()) {
+    const size_t comma = list.find(',');
+    std::string_view token = list.substr(0, comma);
+    while (!token.empty() && token.front() == ' ') token.remove_prefix(1);
+    while (!token.empty() && token.back() == ' ') token.remove_suffix(1);
+    if (token.starts_with(prefix)) return token.substr(prefix.size());
+    list = comma == std::string_view::npos ? std::string_view{} : list.substr(comma + 1);
+  }
+  return std::nullopt;
+}
+
 }  // namespace lfmvox::server

@@ -39,4 +39,8 @@ Result<std::vector<FormPart>> ParseMultipart(std::string_view body, std::string_
 // Constant-time equality for secrets (the time depends only on the lengths).
 bool ConstantTimeEquals(std::string_view a, std::string_view b);
 
+// The rest of the first token in a comma-separated header value (Sec-WebSocket-Protocol) that starts
+// with `prefix`, spaces around tokens ignored; nullopt when no token does.
+std::optional<std::string_view> HeaderToken(std::string_view list, std::string_view prefix);
+
 }  // namespace lfmvox::server

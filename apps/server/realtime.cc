@@ -526,6 +526,14 @@ net::awaitable<void> ServeRealtime(beast::tcp_stream& stream,
   stream.expires_never();
   self->ws.set_option(websocket::stream_base::timeout::suggested(beast::role_type::server));
   self->ws.read_message_max(ctx.options->max_body_bytes);
+  // A browser that offers subprotocols (the page's `realtime`, with its key) needs one chosen.
+  const auto protocols = req.find(beast::http::field::sec_websocket_protocol);
+  if (protocols != req.end() &&
+      HeaderToken({protocols->value().data(), protocols->value().size()}, "realtime") == std::string_view{}) {
+    self->ws.set_option(websocket::stream_base::decorator([](websocket::response_type& res) {
+      res.set(beast::http::field::sec_websocket_protocol, "realtime");
+    }));
+  }
   beast::error_code ec;
   co_await self->ws.async_accept(req, net::redirect_error(kAwait, ec));
   if (ec) co_return;

@@ -29,6 +29,7 @@
 #include "realtime.h"
 #include "request_parse.h"
 #include "scheduler.h"
+#include "web_assets.h"
 
 namespace lfmvox::server {
 
@@ -241,7 +242,27 @@ std::string EndpointLabel(std::string_view path) {
                                  "/v1/realtime"};
   for (const char* k : kKnown)
     if (path == k) return k;
+  if (WebAsset(path)) return "web";
   return "other";
+}
+
+// Browsers cannot set headers on a WebSocket: the page passes the key as the subprotocol
+// `openai-insecure-api-key.KEY`, next to `realtime`, as OpenAI's Realtime API takes it.
+std::string_view SubprotocolKey(const Request& req) {
+  const auto it = req.find(http::field::sec_websocket_protocol);
+  if (it == req.end()) return {};
+  return HeaderToken(SV(it->value()), "openai-insecure-api-key.").value_or(std::string_view{});
+}
+
+// Whether a WebSocket upgrade may go ahead: browsers send Origin, and a page from another site must not
+// drive a server on this machine's loopback (clients other than browsers send no Origin).
+bool SameOrigin(const Request& req) {
+  const auto origin = req.find(http::field::origin);
+  if (origin == req.end()) return true;
+  const auto host = req.find(http::field::host);
+  const std::string_view o = SV(origin->value());
+  const size_t scheme = o.find("://");
+  return host != req.end() && scheme != std::string_view::npos && o.substr(scheme + 3) == SV(host->value());
 }
 
 }  // namespace
@@ -286,8 +307,10 @@ struct Server::Impl {
     const auto it = req.find(http::field::authorization);
     const std::string_view auth = it == req.end() ? std::string_view{} : SV(it->value());
     const std::string_view prefix = "Bearer ";
-    return auth.size() > prefix.size() && auth.substr(0, prefix.size()) == prefix &&
-           ConstantTimeEquals(auth.substr(prefix.size()), opt.api_key);
+    if (auth.size() > prefix.size() && auth.substr(0, prefix.size()) == prefix)
+      return ConstantTimeEquals(auth.substr(prefix.size()), opt.api_key);
+    const std::string_view key = SubprotocolKey(req);
+    return !key.empty() && beast::websocket::is_upgrade(req) && ConstantTimeEquals(key, opt.api_key);
   }
   net::awaitable<bool> Speech(Exchange& ex);
   net::awaitable<bool> Transcription(Exchange& ex);
@@ -545,7 +568,7 @@ net::awaitable<void> Server::Impl::Serve(tcp::socket socket) {
         break;
       }
       if (PathOf(ex.req.target()) == "/v1/realtime" && beast::websocket::is_upgrade(ex.req) && ready.load() &&
-          Authorized(ex.req)) {
+          Authorized(ex.req) && SameOrigin(ex.req)) {
         metrics.CountRequest("/v1/realtime", 101);
         co_await ServeRealtime(stream, std::move(ex.req),
                                {scheduler.get(), &opt, &realtime_sessions, &metrics});
@@ -590,6 +613,17 @@ net::awaitable<bool> Server::Impl::Handle(Exchange& ex) {
     }
     SEND_ERROR(ex, {503, why, "", "", "unavailable_error"});
   }
+  if (const WebFile* f = WebAsset(path)) {  // the page holds no secret: no key needed to load it
+    if (!only(http::verb::get))
+      SEND_ERROR(ex, {405, path + " takes GET", "", "method_not_allowed", "invalid_request_error"});
+    std::vector<std::pair<std::string, std::string>> headers = {
+        {"Content-Security-Policy", std::string(kWebCsp)},
+        {"X-Content-Type-Options", "nosniff"},
+        {"Referrer-Policy", "no-referrer"},
+        {"Cross-Origin-Opener-Policy", "same-origin"},
+        {"Cache-Control", "no-cache"}};
+    co_return co_await ex.Send(200, f->content_type, std::string(f->body), std::move(headers));
+  }
   if (!Authorized(ex.req)) {
     SEND_ERROR(ex, {401, "a valid API key is required: send 'Authorization: Bearer KEY'", "",
                     "invalid_api_key", "authentication_error"});
@@ -597,6 +631,11 @@ net::awaitable<bool> Server::Impl::Handle(Exchange& ex) {
   const bool known = EndpointLabel(path) != "other";
   if (!known) SEND_ERROR(ex, {404, "no endpoint " + path, "", "unknown_url", "not_found_error"});
   if (path == "/v1/realtime") {
+    if (!SameOrigin(ex.req)) {
+      SEND_ERROR(
+          ex, {403, "a WebSocket from another site's page is refused: open the page this server serves", "",
+               "cross_origin", "permission_error"});
+    }
     if (!ready.load()) SEND_ERROR(ex, {503, "the model is loading", "", "", "unavailable_error"});
     SEND_ERROR(ex, BadRequest("/v1/realtime is a WebSocket: send GET with 'Upgrade: websocket'"));
   }

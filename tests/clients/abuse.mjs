@@ -6,27 +6,16 @@
 // bound. No npm package needed.
 //   node abuse.mjs LFMVOX MODEL_DIR CLIENTS SECONDS [RSS_GROWTH_MB=64]
 // Prints one JSON line of the numbers; exits 1 on any failure.
-import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import net from 'node:net';
 import { randomBytes } from 'node:crypto';
+import { serve } from './serve.mjs';
 
 const [lfmvox, model, nArg, sArg, growthArg] = process.argv.slice(2);
 const clients = Number(nArg ?? 100), seconds = Number(sArg ?? 60), growthMb = Number(growthArg ?? 64);
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
-const server = spawn(lfmvox, ['serve', '--model', model, '--port', '0', '--max-new', '40', '--threads', '1',
-                              '--max-queued', '64'], { stdio: ['ignore', 'ignore', 'pipe'] });
-const port = await new Promise((resolve, reject) => {
-  let log = '', p = 0;
-  server.stderr.on('data', (d) => {
-    log += d;
-    const m = /listening on http:\/\/127\.0\.0\.1:(\d+)/.exec(log);
-    if (m) p = Number(m[1]);
-    if (p && log.includes('lfmvox serve: ready')) resolve(p);
-  });
-  server.on('exit', (code) => reject(new Error(`lfmvox serve exited ${code}: ${log}`)));
-});
+const { child: server, port } = await serve(lfmvox, model, ['--max-new', '40', '--threads', '1', '--max-queued', '64']);
 const rssMb = () => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${server.pid}/status`, 'utf8'))[1]) / 1024;
 
 // One raw exchange: writes `parts` (Buffers or async steps), resolves with the HTTP status of the reply

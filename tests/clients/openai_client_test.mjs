@@ -6,10 +6,11 @@
 // OpenAIRealtimeWS with `lfmvox chat --seed 0` on the same 24 kHz clip.
 //   node openai_client_test.mjs LFMVOX MAKE_CHECKPOINT TEST_DATA_DIR WORK_DIR   (run_openai_test.sh)
 import assert from 'node:assert/strict';
-import { execFileSync, spawn } from 'node:child_process';
-import { readFileSync, mkdirSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
+import { demoCheckpoint, serve as serveAt, testRunner } from './serve.mjs';
 
 const [lfmvox, makeCheckpoint, dataDir, work] = process.argv.slice(2).map((p) => path.resolve(p));
 // Node 18 (Debian 12) has File in node:buffer only; the client's uploads need it as a global.
@@ -25,31 +26,8 @@ const kKey = 'test-key';
 const wavPath = path.join(dataDir, 'inputs/question.wav');
 const wav = readFileSync(wavPath);
 
-function checkpoint(name, steer) {
-  const dir = path.join(work, name);
-  mkdirSync(dir, { recursive: true });
-  const args = ['lfm25-audio', '--size', 'demo', '--tokenizer', path.join(dataDir, 'tokenizer/tokenizer.json'), '--out', dir];
-  if (steer) args.push('--steer-tts', kText, '--voice', kVoice);
-  execFileSync(makeCheckpoint, args, { stdio: ['ignore', 'ignore', 'inherit'] });
-  return dir;
-}
-
-// Starts `lfmvox serve --port 0` and resolves with its port once it says ready.
-function serve(model) {
-  const child = spawn(lfmvox, ['serve', '--model', model, '--port', '0', '--max-new', kMaxNew, '--threads', '1',
-                               '--api-key', kKey], { stdio: ['ignore', 'ignore', 'pipe'] });
-  let log = '';
-  return new Promise((resolve, reject) => {
-    let port = 0;
-    child.stderr.on('data', (d) => {
-      log += d;
-      const m = /listening on http:\/\/127\.0\.0\.1:(\d+)/.exec(log);
-      if (m) port = Number(m[1]);
-      if (port && log.includes('lfmvox serve: ready')) resolve({ child, port });
-    });
-    child.on('exit', (code) => reject(new Error(`lfmvox serve exited ${code}: ${log}`)));
-  });
-}
+const checkpoint = (name, steer) => demoCheckpoint(makeCheckpoint, dataDir, path.join(work, name), steer ? [kText, kVoice] : null);
+const serve = (model) => serveAt(lfmvox, model, ['--max-new', kMaxNew, '--threads', '1', '--api-key', kKey]);
 
 const client = (port, key = kKey) => new OpenAI({ apiKey: key, baseURL: `http://127.0.0.1:${port}/v1`, maxRetries: 0 });
 
@@ -67,17 +45,7 @@ function wavData(buf) {
 // The `data:` payloads of an SSE body.
 const sseData = (text) => text.split('\n\n').filter((e) => e.startsWith('data: ')).map((e) => e.slice(6));
 
-let failures = 0, passed = 0;
-async function test(name, fn) {
-  try {
-    await fn();
-    ++passed;
-    console.log(`ok   ${name}`);
-  } catch (e) {
-    ++failures;
-    console.log(`FAIL ${name}: ${e.stack || e}`);
-  }
-}
+const { test, finish } = testRunner();
 
 const ttsDir = checkpoint('demo_tts', true), textDir = checkpoint('demo_text', false);
 // References from the CLI on the same files.
@@ -269,5 +237,4 @@ try {
   tts.child.kill('SIGTERM');
   text.child.kill('SIGTERM');
 }
-console.log(`${passed} passed, ${failures} failed`);
-process.exit(failures ? 1 : 0);
+process.exit(finish());
