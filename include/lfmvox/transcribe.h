@@ -1,7 +1,7 @@
 // Long-form speech recognition: audio of any length (up to a cap the caller sets), transcribed window by
 // window with memory that does not grow with the length of the input.
 //
-// How it works. The file is decoded as a stream (libsndfile, blocks of 4096 frames) into one buffer of
+// How it works. The file is decoded as a stream (libsndfile or FFmpeg, blocks of 4096 frames) into one buffer of
 // `window_seconds`; nothing longer is ever held as floats. When the buffer is full, the window is cut at
 // the quietest 20 ms block (least energy of the channel mean) within its last `search_seconds`, so seams
 // fall in pauses between words rather than inside them; the samples after the cut start the next window.
