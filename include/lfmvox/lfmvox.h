@@ -190,6 +190,8 @@ struct GenerateSummary {
   bool ended = false;         // the model closed its turn
   bool context_full = false;  // stopped for lack of context
   bool cancelled = false;     // stopped by Cancel()
+  // This generation's stages, and the encoder's time for the audio added since the last generation.
+  StageTimings timings;
 };
 
 // What a conversation does when its context fills.
@@ -389,6 +391,9 @@ struct SpeakOptions {
   // segment's start and the last one's end are left as generated.
   double fade_seconds = 0.005;
   double gap_seconds = 0.12;
+  // Called after each sentence with the sentences spoken so far and their total (for a progress line;
+  // the library prints nothing).
+  std::function<void(size_t done, size_t total)> on_progress;
 };
 
 struct SpeakSummary {
@@ -396,6 +401,7 @@ struct SpeakSummary {
   size_t pcm_samples = 0;          // samples delivered to on_pcm (gaps included)
   size_t unfinished_segments = 0;  // those that hit max_new_tokens or the context before their end
   bool cancelled = false;          // Cancel() stopped it (the segments after were not spoken)
+  StageTimings timings;            // summed over the segments
 };
 
 // The sentences SpeakText speaks (SplitSentences in text/sentence_split.h: '.', '!', '?', ';', line

@@ -69,6 +69,8 @@ Result<TranscribeSummary> Transcribe(std::shared_ptr<const AudioModel> model, co
     if (static_cast<double>(decoder->declared_frames) > max_frames) {
       return too_long(static_cast<double>(decoder->declared_frames));
     }
+    const double total_seconds =
+        decoder->declared_frames >= 0 ? static_cast<double>(decoder->declared_frames) / rate : -1;
 
     GenerateOptions gen = GenerateOptions::ForAsr(*model);
     if (o.max_new_tokens > 0) gen.max_new_tokens = o.max_new_tokens;
@@ -121,8 +123,9 @@ Result<TranscribeSummary> Transcribe(std::shared_ptr<const AudioModel> model, co
         return Status::Ok();
       };
       LFM_ASSIGN_OR_RETURN(GenerateSummary g, conv->Generate(gen, cb));
-      (void)g;
+      summary.timings += g.timings;
       if (on_segment) LFM_RETURN_IF_ERROR(on_segment(seg));
+      if (o.on_progress) o.on_progress(seg.end, total_seconds);
       summary.segments.push_back(std::move(seg));
 
       std::copy(buf.begin() + static_cast<ptrdiff_t>(cut * ch),
