@@ -1,9 +1,9 @@
 // PcmOutput::Open picks the container from the extension; each is decoded back with DecodeAudio.
 // WAV and FLAC hold the s16 values exactly (FloatToS16's rule, read back as x / 32768). Opus, MP3 and
-// AAC (.m4a in MP4, .aac as ADTS, both written and read back through FFmpeg) are lossy: a 440 Hz sine at half scale, 1 s at 24 kHz, is compared after the codec's delay (the best lag
-// within 50 ms; ADTS keeps the AAC encoder's 1024-sample priming, which MP4's edit list trims) with an
-// SNR bound well under what either codec gives a pure tone at its default
-// bitrate (>= 20 dB; measured values in the failure message).
+// AAC (.m4a in MP4, .aac as ADTS, both written and read back through FFmpeg) are lossy: a 440 Hz sine at half
+// scale, 1 s at 24 kHz, is compared after the codec's delay (the best lag within 50 ms; ADTS keeps the AAC
+// encoder's 1024-sample priming, which MP4's edit list trims) with an SNR bound well under what either codec
+// gives a pure tone at its default bitrate (>= 20 dB; measured values in the failure message).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -55,8 +55,8 @@ TEST(AudioFormats, WavAndFlacHoldTheS16ValuesExactly) {
 
 TEST(AudioFormats, LossyFormatsKeepTheToneAboveTheSnrBound) {
   const std::vector<float> x = Sine();
-  for (const char* name : {"lfmvox_fmt.opus", "lfmvox_fmt.ogg", "lfmvox_fmt.mp3", "lfmvox_fmt.m4a",
-                           "lfmvox_fmt.aac"}) {
+  for (const char* name :
+       {"lfmvox_fmt.opus", "lfmvox_fmt.ogg", "lfmvox_fmt.mp3", "lfmvox_fmt.m4a", "lfmvox_fmt.aac"}) {
     auto d = RoundTrip(name, x);
     ASSERT_TRUE(d.ok()) << name << ": " << d.status().message();
     ASSERT_EQ(d->channels, 1);
