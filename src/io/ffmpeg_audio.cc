@@ -164,7 +164,6 @@ class FfmpegDecoder final : public AudioDecoder {
   }
 
   Status Open(FILE* file, std::string_view bytes, const std::string& what) {
-    what_ = what;
     io_.file = file;
     io_.owns_file = file != nullptr;
     if (file != nullptr) {
@@ -286,10 +285,11 @@ class FfmpegDecoder final : public AudioDecoder {
   }
 
  private:
+  // Read errors leave out the input's name: the reader's caller adds it.
   Status Damaged(int err) {
     done_ = true;
-    return DataLoss(StrFormat("%s: the %s stream is damaged after %lld frames (%s)", what_.c_str(),
-                              codec_name_.c_str(), static_cast<long long>(decoded_), AvError(err).c_str()));
+    return DataLoss(StrFormat("the %s stream is damaged after %lld frames (%s)", codec_name_.c_str(),
+                              static_cast<long long>(decoded_), AvError(err).c_str()));
   }
 
   // Converts the frame just received into pending_ (interleaved float).
@@ -301,10 +301,10 @@ class FfmpegDecoder final : public AudioDecoder {
     if (frame_->ch_layout.nb_channels != channels || frame_->sample_rate != sample_rate ||
         !KnownSampleFormat(frame_->format)) {
       done_ = true;
-      return InvalidArgument(StrFormat(
-          "%s: the audio changes from %d Hz, %d channels to %d Hz, %d channels "
-          "part way; convert it to one format first",
-          what_.c_str(), sample_rate, channels, frame_->sample_rate, frame_->ch_layout.nb_channels));
+      return InvalidArgument(
+          StrFormat("the audio changes from %d Hz, %d channels to %d Hz, %d channels "
+                    "part way; convert it to one format first",
+                    sample_rate, channels, frame_->sample_rate, frame_->ch_layout.nb_channels));
     }
     const auto fmt = static_cast<AVSampleFormat>(frame_->format);
     const AVSampleFormat packed = av_get_packed_sample_fmt(fmt);
@@ -321,7 +321,7 @@ class FfmpegDecoder final : public AudioDecoder {
     return Status::Ok();
   }
 
-  std::string what_, codec_name_;
+  std::string codec_name_;
   Io io_;
   AVIOContext* avio_ = nullptr;
   AVFormatContext* format_ = nullptr;
