@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "codec_util.h"
+#include "io/ffmpeg_audio.h"
 #include "lfmvox/audio_io.h"
 #include "lfmvox/lfmvox.h"
 #include "request_parse.h"
@@ -446,6 +447,38 @@ Reply Transcribe(uint16_t port, const std::vector<std::pair<std::string, std::st
   const std::string boundary = "----lfmvoxTestBoundary7MA4YWxk";
   return Call(port, http::verb::post, "/v1/audio/transcriptions", Multipart(boundary, fields, file),
               "multipart/form-data; boundary=" + boundary);
+}
+
+// Uploads in the formats only FFmpeg reads (M4A/AAC and WebM/Opus, made here from inputs/question.wav
+// by FFmpeg's encoders) go through the same decoder as files: the server's transcript equals the
+// library's for the same decoded samples, and the duration is the decoded length.
+TEST_F(ServerTest, TranscriptionOfM4aAndWebmUploads) {
+  auto wav = DecodeAudio(ReadFile(DataPath("inputs/question.wav")), 600);
+  ASSERT_TRUE(wav.ok());
+  ASSERT_EQ(wav->channels, 1);
+  for (FfmpegFormat f : {FfmpegFormat::kM4aAac, FfmpegFormat::kWebmOpus}) {
+    auto bytes = EncodeFfmpegMemory(wav->samples, wav->sample_rate, f);
+    ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
+    auto clip = DecodeAudio(*bytes, 600);
+    ASSERT_TRUE(clip.ok()) << clip.status().ToString();
+    const LibOut lib = RunLibrary(
+        TextModel(),
+        [&](Conversation& c) {
+          Status st = c.StartAsr();
+          if (st.ok()) st = c.AddAudio(clip->samples, clip->sample_rate, clip->channels);
+          if (st.ok()) st = c.EndTurn();
+          if (st.ok()) st = c.StartTurn("assistant");
+          return st;
+        },
+        GenerateOptions::ForAsr(*TextModel()));
+    Reply j = Transcribe(text_port(), {{"model", "whisper-1"}}, *bytes);
+    ASSERT_EQ(j.status, 200) << j.body;
+    EXPECT_EQ(j.Json()["text"], lib.text);
+    EXPECT_DOUBLE_EQ(j.Json()["usage"]["seconds"].get<double>(), clip->seconds());
+    // A cut upload is a 400 that says so, never a 5xx.
+    ExpectError(Transcribe(text_port(), {}, bytes->substr(0, bytes->size() / 2)), 400,
+                "invalid_request_error");
+  }
 }
 
 TEST_F(ServerTest, TranscriptionEqualsTheLibrary) {
