@@ -307,8 +307,10 @@ class Conversation {
   Status AddTokens(std::span<const int32_t> ids);
   // [frames, num_codebooks] codes of earlier speech, each in [0, audio_vocab).
   Status AddAudioOut(std::span<const int32_t> frames);
-  // Speech in: an audio file (WAV, FLAC, Ogg/Vorbis, MP3; mixed to mono by
-  // the mean of its channels, resampled to 16 kHz), or samples in memory
+  // Speech in: an audio file (WAV, FLAC, Ogg Vorbis/Opus, MP3, AIFF through
+  // libsndfile; M4A/AAC, WebM/Opus and the rest of what FFmpeg decodes; found
+  // from the content; mixed to mono by the mean of its channels, resampled to
+  // 16 kHz), or samples in memory
   // (interleaved [frames, channels] floats at `sample_rate`).
   Status AddAudioFile(const std::string& path);
   Status AddAudio(std::span<const float> samples, int sample_rate, int channels = 1);
