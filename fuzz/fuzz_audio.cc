@@ -1,13 +1,17 @@
-// Fuzzes audio input: ReadAudioMemory (libsndfile over virtual I/O: WAV, FLAC, Ogg, MP3, ...), MixToMono,
-// and for short clips the resampler and the log-mel front end. Any result must satisfy the invariants
+// Fuzzes audio input: ReadAudioMemory (libsndfile over virtual I/O: WAV, FLAC, Ogg, MP3, ...; FFmpeg over
+// its AVIOContext for the rest: M4A, WebM, ADTS, ...), FFmpeg's decoder on every input directly (so its
+// WAV/FLAC/Ogg demuxers are reached too, which ReadAudioMemory leaves to libsndfile), MixToMono, and for
+// short clips the resampler and the log-mel front end. Any result must satisfy the invariants
 // the encoder relies on; errors are fine.
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <numeric>
 #include <string_view>
+#include <vector>
 
 #include "io/audio_file.h"
+#include "io/ffmpeg_audio.h"
 #include "models/lfm25_audio/log_mel.h"
 
 namespace {
@@ -36,13 +40,33 @@ lfmvox::LogMelFrontEnd& FrontEnd() {
 // still be reported through libsndfile's own allocations.
 extern "C" const char* __lsan_default_suppressions() { return "leak:libvorbis.so\n"; }
 
+// FFmpeg's decoder read to the end (or past the sample cap): every block it gives must be within what was
+// asked for, and the stream's format what it declared.
+void DecodeWithFfmpeg(std::string_view bytes, int64_t max_samples) {
+  auto d = lfmvox::OpenFfmpegDecoder(nullptr, bytes, "fuzz");
+  if (!d.ok()) return;
+  lfmvox::AudioDecoder& dec = **d;
+  if (dec.sample_rate <= 0 || dec.channels <= 0) __builtin_trap();
+  if (dec.channels > lfmvox::kMaxAudioChannels) return;
+  constexpr int64_t kBlock = 4096;
+  std::vector<float> buf(static_cast<size_t>(kBlock * dec.channels));
+  for (int64_t total = 0; total * dec.channels <= max_samples;) {
+    auto got = dec.Read(buf.data(), kBlock);
+    if (!got.ok() || *got == 0) return;
+    if (*got < 0 || *got > kBlock) __builtin_trap();
+    total += *got;
+  }
+}
+
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // Limits small enough that one input cannot exhaust the fuzzer's memory (compressed formats expand a
   // few KB into millions of samples).
   lfmvox::AudioLimits limits;
   limits.max_seconds = 600;
   limits.max_samples = int64_t{1} << 20;
-  auto r = lfmvox::ReadAudioMemory(std::string_view(reinterpret_cast<const char*>(data), size), limits);
+  const std::string_view bytes(reinterpret_cast<const char*>(data), size);
+  DecodeWithFfmpeg(bytes, limits.max_samples);
+  auto r = lfmvox::ReadAudioMemory(bytes, limits);
   if (!r.ok()) return 0;
   const lfmvox::AudioBuffer& a = *r;
   if (a.sample_rate < 1 || a.sample_rate > lfmvox::kMaxAudioSampleRate || a.channels < 1 ||

@@ -8,7 +8,8 @@ PACKAGES=(
   build-essential cmake pkg-config git  # toolchain
   libhwy-dev                            # Highway: portable SIMD with run-time CPU dispatch (Apache-2.0)
   nlohmann-json3-dev                    # JSON: config.json, safetensors headers, tokenizer.json (MIT)
-  libsndfile1-dev                       # audio files: WAV out now; WAV/FLAC/Ogg/MP3 in (LGPL-2.1, dynamic)
+  libsndfile1-dev                       # audio files: WAV/FLAC/Ogg/MP3 in and out (LGPL-2.1, dynamic)
+  libavformat-dev libavcodec-dev libavutil-dev  # FFmpeg: M4A/AAC, WebM/Opus in (libsndfile has none), AAC out (LGPL-2.1+, dynamic)
   libgtest-dev                          # GoogleTest: unit, parity and streaming tests
   clang libclang-rt-14-dev              # libFuzzer and sanitizers for the parser fuzz targets
   clang-format                          # the checked-in .clang-format, enforced by scripts/test.sh

@@ -1,8 +1,9 @@
 // PcmOutput::Open picks the container from the extension; each is decoded back with DecodeAudio.
-// WAV and FLAC hold the s16 values exactly (FloatToS16's rule, read back as x / 32768). Opus and MP3 are
-// lossy: a 440 Hz sine at half scale, 1 s at 24 kHz, is compared after the codec's delay (the best lag
-// within 50 ms) with an SNR bound well under what either codec gives a pure tone at its default
-// bitrate (>= 20 dB; measured values in the failure message).
+// WAV and FLAC hold the s16 values exactly (FloatToS16's rule, read back as x / 32768). Opus, MP3 and
+// AAC (.m4a in MP4, .aac as ADTS, both written and read back through FFmpeg) are lossy: a 440 Hz sine at half
+// scale, 1 s at 24 kHz, is compared after the codec's delay (the best lag within 50 ms; ADTS keeps the AAC
+// encoder's 1024-sample priming, which MP4's edit list trims) with an SNR bound well under what either codec
+// gives a pure tone at its default bitrate (>= 20 dB; measured values in the failure message).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -54,14 +55,15 @@ TEST(AudioFormats, WavAndFlacHoldTheS16ValuesExactly) {
 
 TEST(AudioFormats, LossyFormatsKeepTheToneAboveTheSnrBound) {
   const std::vector<float> x = Sine();
-  for (const char* name : {"lfmvox_fmt.opus", "lfmvox_fmt.ogg", "lfmvox_fmt.mp3"}) {
+  for (const char* name :
+       {"lfmvox_fmt.opus", "lfmvox_fmt.ogg", "lfmvox_fmt.mp3", "lfmvox_fmt.m4a", "lfmvox_fmt.aac"}) {
     auto d = RoundTrip(name, x);
     ASSERT_TRUE(d.ok()) << name << ": " << d.status().message();
     ASSERT_EQ(d->channels, 1);
     ASSERT_EQ(d->sample_rate, 24000) << name;
-    // Best lag in [0, 1200) samples; the middle 0.5 s avoids the codec's ramp at both ends.
+    // Best lag in [0, 1200 + 1024) samples; the middle 0.5 s avoids the codec's ramp at both ends.
     double best = -1e9;
-    for (size_t lag = 0; lag < 1200; ++lag) {
+    for (size_t lag = 0; lag < 1200 + 1024; ++lag) {
       double sig = 0, err = 0;
       for (size_t i = 6000; i < 18000 && i + lag < d->samples.size(); ++i) {
         sig += double(x[i]) * x[i];

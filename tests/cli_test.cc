@@ -2,9 +2,12 @@
 // hold the oracle PCM (tests/data/lfm25_detok/traces/detok__T45__pcm.npy)
 // for examples/codes.txt (the same codes as detok__T45__codes.npy), and bad
 // input gives a clear error with a non-zero exit, never a crash.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <pty.h>
 #include <sndfile.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstdio>
@@ -538,6 +541,170 @@ TEST(Cli, TtsFileSpeaksSentenceBySentence) {
   const CliRun empty = Cli(common + "--file " + text + " -o " + two);
   EXPECT_EQ(empty.exit_code, 1);
   EXPECT_NE(empty.err.find("nothing to speak"), std::string::npos) << empty.err;
+}
+
+// The s16 samples of an audio file libsndfile reads (WAV, FLAC), empty when it cannot.
+std::vector<short> S16Samples(const std::string& path) {
+  SF_INFO info{};
+  SNDFILE* f = sf_open(path.c_str(), SFM_READ, &info);
+  if (f == nullptr) return {};
+  std::vector<short> s(static_cast<size_t>(info.frames));
+  s.resize(static_cast<size_t>(sf_read_short(f, s.data(), info.frames)));
+  sf_close(f);
+  return s;
+}
+
+// -o picks the container from the extension: a .flac from detokenize (the oracle codes) and from tts (a
+// fixed seed) holds exactly the s16 samples the .wav of the same run holds (FLAC is lossless).
+TEST(Cli, FlacOutputHoldsTheWavSamples) {
+  const std::string wav = testing::ScratchPath("cli_fmt.wav"), flac = testing::ScratchPath("cli_fmt.flac");
+  const std::string detok = "detokenize --model " + kModel + " --codes " + kCodes + " --threads 1 -o ";
+  ASSERT_EQ(Cli(detok + wav).exit_code, 0);
+  const CliRun r = Cli(detok + flac);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::ifstream f(flac, std::ios::binary);
+  char magic[4] = {};
+  f.read(magic, 4);
+  EXPECT_EQ(std::string(magic, 4), "fLaC");
+  const std::vector<short> detok_wav = S16Samples(wav);
+  ASSERT_EQ(detok_wav.size(), testing::LoadTrace("lfm25_detok/traces/detok__T45__pcm.npy").ToFloat().size());
+  EXPECT_EQ(S16Samples(flac), detok_wav);
+
+  const std::string tts =
+      "tts --model " + DemoCheckpoint(true) + " --seed 3 --max-new 20 --threads 1 'Hello.' -o ";
+  ASSERT_EQ(Cli(tts + wav).exit_code, 0);
+  ASSERT_EQ(Cli(tts + flac).exit_code, 0);
+  const std::vector<short> tts_wav = S16Samples(wav);
+  ASSERT_GT(tts_wav.size(), 0u);
+  EXPECT_EQ(S16Samples(flac), tts_wav);
+}
+
+// The numbers of `--verbose`: five stage lines and the wall / real-time-factor line.
+struct Timings {
+  std::vector<std::pair<std::string, double>> stages;  // name, ms
+  int prefill_positions = -1, backbone_steps = -1, depth_frames = -1;
+  double wall_ms = -1, stages_ms = -1, audio_s = -1, rtf = -1;
+};
+
+Timings ParseTimings(const std::string& err) {
+  Timings t;
+  const std::regex stage(R"(lfmvox: stage (\w+) ([0-9.]+) ms(?: \((\d+) \w+\))?)");
+  for (auto it = std::sregex_iterator(err.begin(), err.end(), stage); it != std::sregex_iterator(); ++it) {
+    const std::smatch& m = *it;
+    t.stages.emplace_back(m[1], std::stod(m[2]));
+    const int count = m[3].matched ? std::stoi(m[3]) : -1;
+    if (m[1] == "prefill") t.prefill_positions = count;
+    if (m[1] == "backbone_step") t.backbone_steps = count;
+    if (m[1] == "depth_head") t.depth_frames = count;
+  }
+  std::smatch m;
+  const std::regex total(
+      R"(lfmvox: wall ([0-9.]+) ms \(stages ([0-9.]+) ms\), audio ([0-9.]+) s, real-time factor ([0-9.]+))");
+  if (std::regex_search(err, m, total)) {
+    t.wall_ms = std::stod(m[1]);
+    t.stages_ms = std::stod(m[2]);
+    t.audio_s = std::stod(m[3]);
+    t.rtf = std::stod(m[4]);
+  }
+  return t;
+}
+
+// The printed values are rounded to 0.001 ms / 0.001 s / 0.0001: each check allows that rounding.
+void ExpectConsistent(const Timings& t) {
+  ASSERT_EQ(t.stages.size(), 5u);
+  const char* names[] = {"encoder", "prefill", "backbone_step", "depth_head", "detokenizer"};
+  double sum = 0;
+  for (size_t i = 0; i < 5; ++i) {
+    EXPECT_EQ(t.stages[i].first, names[i]);
+    EXPECT_GE(t.stages[i].second, 0.0);
+    sum += t.stages[i].second;
+  }
+  ASSERT_GT(t.wall_ms, 0.0);
+  ASSERT_GT(t.audio_s, 0.0);
+  EXPECT_NEAR(sum, t.stages_ms, 6 * 0.0005);
+  // The stages run inside the timed call, one after another.
+  EXPECT_LE(t.stages_ms, t.wall_ms + 0.001);
+  // rtf = wall / audio, from the unrounded values: the rounding of wall (0.0005 ms) and audio (0.0005 s)
+  // moves the quotient by at most rtf * (0.0005 / audio + 0.0005 / wall), the print by 0.00005.
+  const double rtf = t.wall_ms / 1000 / t.audio_s;
+  EXPECT_NEAR(t.rtf, rtf, 0.00005 + rtf * (0.0005 / t.audio_s + 0.0005 / t.wall_ms) + 1e-9);
+}
+
+// tts --verbose: the stage counts follow from the generation the summary line reports: every item
+// after the first feeds one backbone step (the first is the prompt's prefill), every audio frame one
+// depth-head pass; no encoder in TTS; the audio is the WAV's length.
+TEST(Cli, VerboseTimingsAddUpAndGiveTheRealTimeFactor) {
+  const std::string wav = testing::ScratchPath("cli_verbose.wav");
+  const CliRun r = Cli("tts --model " + DemoCheckpoint(true) +
+                       " --seed 3 --max-new 20 --threads 1 --verbose 'Hello there.' -o " + wav);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const Timings t = ParseTimings(r.err);
+  ExpectConsistent(t);
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.err, m, std::regex(R"((\d+) text tokens, (\d+) audio frames)"))) << r.err;
+  const int text_tokens = std::stoi(m[1]), audio_frames = std::stoi(m[2]);
+  EXPECT_EQ(t.backbone_steps, text_tokens + audio_frames - 1) << r.err;
+  EXPECT_EQ(t.depth_frames, audio_frames) << r.err;
+  EXPECT_GT(t.prefill_positions, 1);
+  EXPECT_EQ(t.stages[0].second, 0.0);  // encoder
+  EXPECT_GT(t.stages[1].second, 0.0);  // prefill
+  EXPECT_NEAR(t.audio_s, static_cast<double>(S16Samples(wav).size()) / 24000, 0.0005);
+
+  // asr --verbose: the encoder runs, the audio is the input's length.
+  const std::string clip = testing::DataPath("inputs/question.wav");
+  const CliRun a = Cli("asr --model " + DemoCheckpoint(false) + " --max-new 8 --threads 1 --verbose " + clip);
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  const Timings ta = ParseTimings(a.err);
+  ExpectConsistent(ta);
+  EXPECT_GT(ta.stages[0].second, 0.0);  // encoder
+  SF_INFO info{};
+  SNDFILE* f = sf_open(clip.c_str(), SFM_READ, &info);
+  ASSERT_NE(f, nullptr);
+  sf_close(f);
+  EXPECT_NEAR(ta.audio_s, static_cast<double>(info.frames) / info.samplerate, 0.0005);
+}
+
+// Runs `args` with stderr on a pseudo-terminal (stdout to /dev/null) and returns what the terminal got.
+std::string RunOnTerminal(const std::string& args) {
+  int master = -1, slave = -1;
+  if (openpty(&master, &slave, nullptr, nullptr, nullptr) != 0) return "openpty failed";
+  const std::string cmd = std::string(LFMVOX_CLI) + " " + args + " > /dev/null";
+  const pid_t pid = fork();
+  if (pid == 0) {
+    dup2(slave, STDERR_FILENO);
+    close(master);
+    close(slave);
+    execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  close(slave);
+  std::string got;
+  char buf[4096];
+  ssize_t n;
+  while ((n = read(master, buf, sizeof buf)) > 0) got.append(buf, static_cast<size_t>(n));  // EIO at the end
+  close(master);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return got;
+}
+
+// A progress line (model loading, sentences of tts --file) when stderr is a terminal, rewritten in
+// place with "\r" and erase-to-end; none of it when stderr is a file.
+TEST(Cli, ProgressLineOnlyOnATerminal) {
+  const std::string text = testing::ScratchPath("progress.txt"), wav = testing::ScratchPath("progress.wav");
+  std::ofstream(text) << "Hello there.\nHello again.";
+  const std::string args = "tts --model " + DemoCheckpoint(true) +
+                           " --seed 3 --max-new 10 --threads 1 --file " + text + " -o " + wav;
+  const CliRun plain = Cli(args);
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  EXPECT_EQ(plain.err.find('\r'), std::string::npos) << plain.err;
+  EXPECT_EQ(plain.err.find("loading"), std::string::npos) << plain.err;
+  EXPECT_EQ(plain.err.find("spoke"), std::string::npos) << plain.err;
+  const std::string tty = RunOnTerminal(args);
+  EXPECT_NE(tty.find("\r\033[Klfmvox: loading "), std::string::npos) << tty;
+  EXPECT_NE(tty.find("\r\033[Klfmvox: spoke 1 of 2 sentences"), std::string::npos) << tty;
+  EXPECT_NE(tty.find("\r\033[Klfmvox: spoke 2 of 2 sentences"), std::string::npos) << tty;
+  EXPECT_NE(tty.find("2 sentences"), std::string::npos) << tty;  // the summary line still comes
 }
 
 TEST(Cli, InteractiveChatRunsFiveHundredTurns) {

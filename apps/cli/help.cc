@@ -16,6 +16,18 @@ constexpr OptionHelp kWeights = {
     "faster and in less memory)"};
 constexpr OptionHelp kNoWeightCheck = {
     "--no-weight-check", "skip the NaN/inf scan of the weights at load (for files known to be good)"};
+constexpr char kOutputText[] =
+    "audio file to write, its container from the extension: .wav (any other name), .flac, .ogg or .opus "
+    "(Opus), .mp3, .m4a (AAC in MP4), .aac (ADTS); or - for raw little-endian PCM on stdout as it is "
+    "produced";
+constexpr OptionHelp kOutput = {"-o, --output F", kOutputText};
+constexpr char kAudioIn[] =
+    "WAV, FLAC, Ogg Vorbis/Opus, MP3, AIFF (libsndfile), M4A/AAC, WebM/Opus and the rest of what FFmpeg "
+    "decodes (found from the content); any rate, mixed to mono";
+constexpr OptionHelp kVerbose = {
+    "--verbose",
+    "print each stage's time (encoder, prefill, backbone step, depth head, detokenizer), the wall time "
+    "and the real-time factor on stderr"};
 constexpr OptionHelp kContext = {"--context N", "positions the conversation may hold (default 4096)"};
 
 // Options each command lists; the parser in main.cc accepts exactly these names.
@@ -28,7 +40,7 @@ const std::vector<CommandHelp> kCommands = {
        "a "
        "folder with it (LFM2-Audio-1.5B)"},
       {"--codes FILE", "codes: text, one frame of 8 integers per line, or .npy [8, T]"},
-      {"-o, --output F", "WAV file to write, or - for raw little-endian PCM on stdout"},
+      kOutput,
       kPcm,
       kThreads,
       kNoWeightCheck,
@@ -43,7 +55,7 @@ const std::vector<CommandHelp> kCommands = {
       {"--file FILE",
        "a text of any length (- for stdin), spoken sentence by sentence into one stream: each sentence a "
        "fresh prompt in the same voice, 5 ms fades and 120 ms of silence at the joins"},
-      {"-o, --output F", "WAV file, or - for raw PCM on stdout as it is produced"},
+      kOutput,
       {"--seed S", "sampling seed (a run is reproducible)"},
       {"--temperature T", "audio sampling temperature (default 0.8; 0 = greedy)"},
       {"--top-k K", "audio top-k (default 64)"},
@@ -53,6 +65,7 @@ const std::vector<CommandHelp> kCommands = {
       kThreads,
       kWeights,
       kNoWeightCheck,
+      kVerbose,
       {"--quiet", "no summary line on stderr"}},
      ""},
     {"generate",
@@ -69,19 +82,20 @@ const std::vector<CommandHelp> kCommands = {
       {"--top-k K", "audio top-k"},
       {"--text-temperature T", "text sampling temperature (greedy when not given)"},
       {"--text-top-k K", "text top-k"},
-      {"-o, --output F", "also decode the speech into a WAV file"},
+      {"-o, --output F", "also decode the speech into an audio file (containers as for tts -o)"},
       kContext,
       kPcm,
       kThreads,
       kWeights,
       kNoWeightCheck,
+      kVerbose,
       {"--quiet", "no summary line on stderr"}},
      ""},
     {"asr",
      "speech -> text (prints the transcript)",
      "--model DIR FILE [options]",
      {{"--model DIR", "the model directory"},
-      {"FILE", "the audio: WAV, FLAC, Ogg/Vorbis or MP3; any rate, mixed to mono"},
+      {"FILE", kAudioIn},
       {"--max-new N", "generation budget in tokens, per window"},
       {"--format text|json|srt|vtt",
        "output: text (a line per window, the default), json segments, SRT or WebVTT"},
@@ -90,14 +104,15 @@ const std::vector<CommandHelp> kCommands = {
        "window length in seconds (default 30); cuts fall at the quietest 20 ms of its last 5 s"},
       kThreads,
       kWeights,
-      kNoWeightCheck},
+      kNoWeightCheck,
+      kVerbose},
      ""},
     {"chat",
      "speech-to-speech (interleaved text and speech)",
      "--model DIR (--in QUESTION.wav --out REPLY.wav | --interactive --out-dir DIR) [options]",
      {{"--model DIR", "the model directory"},
-      {"--in FILE", "the question (an audio file)"},
-      {"--out F", "the spoken reply: a WAV file, or - for raw PCM on stdout"},
+      {"--in FILE", kAudioIn},
+      {"--out F", "the spoken reply: an audio file (containers as for tts -o), or - for raw PCM on stdout"},
       {"--interactive",
        "one turn per stdin line (an audio file path or a line of text); the conversation is kept"},
       {"--out-dir DIR", "with --interactive: replies go to DIR/reply_N.wav"},
@@ -113,7 +128,8 @@ const std::vector<CommandHelp> kCommands = {
       kPcm,
       kThreads,
       kWeights,
-      kNoWeightCheck},
+      kNoWeightCheck,
+      kVerbose},
      ""},
     {"quantize",
      "a Hugging Face snapshot -> Liquid's four-file GGUF release",

@@ -1,4 +1,6 @@
 // lfmvox command-line front end. It uses only the public API (include/lfmvox).
+#include <unistd.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
@@ -129,6 +131,64 @@ int ThreadsArg(const Args& args, int* threads) {
   return 0;
 }
 
+// ---- Progress and timings: the library reports through callbacks and StageTimings (it never prints);
+// the CLI prints them.
+
+// A progress line on stderr when it is a terminal, rewritten in place; nothing when it is not (a file, a
+// pipe, a test), so logs stay clean.
+class ProgressLine {
+ public:
+  ProgressLine() : on_(::isatty(STDERR_FILENO) == 1) {}
+  ~ProgressLine() { Clear(); }
+  ProgressLine(const ProgressLine&) = delete;
+  ProgressLine& operator=(const ProgressLine&) = delete;
+  void Show(const std::string& text) {
+    if (!on_) return;
+    std::fprintf(stderr, "\r\033[K%s", text.c_str());
+    std::fflush(stderr);
+    shown_ = true;
+  }
+  void Clear() {
+    if (!shown_) return;
+    std::fprintf(stderr, "\r\033[K");
+    std::fflush(stderr);
+    shown_ = false;
+  }
+
+ private:
+  bool on_;
+  bool shown_ = false;
+};
+
+lfmvox::Result<std::shared_ptr<const lfmvox::AudioModel>> LoadModel(const std::string& dir,
+                                                                    const Args& args) {
+  ProgressLine progress;
+  progress.Show("lfmvox: loading " + dir + " ...");
+  return lfmvox::AudioModel::Load(dir, ModelOptionsArg(args));
+}
+
+// --verbose: each stage's wall time, the run's wall time and its real-time factor (wall / audio seconds:
+// below 1 is faster than real time). `audio_seconds` is the input for asr, the speech made otherwise.
+void PrintTimings(const lfmvox::StageTimings& t, double wall_seconds, double audio_seconds) {
+  std::fprintf(stderr, "lfmvox: stage encoder %.3f ms\n", t.encoder_ms);
+  std::fprintf(stderr, "lfmvox: stage prefill %.3f ms (%d positions)\n", t.prefill_ms, t.prefill_positions);
+  std::fprintf(stderr, "lfmvox: stage backbone_step %.3f ms (%d steps)\n", t.backbone_step_ms,
+               t.backbone_steps);
+  std::fprintf(stderr, "lfmvox: stage depth_head %.3f ms (%d frames)\n", t.depth_ms, t.depth_frames);
+  std::fprintf(stderr, "lfmvox: stage detokenizer %.3f ms\n", t.detokenizer_ms);
+  std::fprintf(stderr, "lfmvox: wall %.3f ms (stages %.3f ms), audio %.3f s, real-time factor ",
+               wall_seconds * 1e3, t.total_ms(), audio_seconds);
+  if (audio_seconds > 0) {
+    std::fprintf(stderr, "%.4f\n", wall_seconds / audio_seconds);
+  } else {
+    std::fprintf(stderr, "n/a (no audio)\n");
+  }
+}
+
+double SecondsSince(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
 int Detokenize(int argc, char** argv) {
   Args args;
   std::string err;
@@ -257,7 +317,7 @@ void OverrideSampling(const lfmvox::GenerateOptions& flags, lfmvox::GenerateOpti
 // Runs one generation with PCM going to `output` (when given) and returns the exit code.
 int RunGeneration(lfmvox::Conversation& conv, const lfmvox::AudioModel& model,
                   const lfmvox::GenerateOptions& o, const std::string* output, lfmvox::PcmFormat format,
-                  bool print_items, bool quiet) {
+                  bool print_items, bool quiet, bool verbose) {
   std::unique_ptr<lfmvox::PcmOutput> out;
   if (output) {
     auto r = lfmvox::PcmOutput::Open(*output, model.sample_rate(), format);
@@ -294,6 +354,7 @@ int RunGeneration(lfmvox::Conversation& conv, const lfmvox::AudioModel& model,
                  r->ended ? "" : " (budget reached before the end)",
                  r->context_full ? " (context full)" : "");
   }
+  if (verbose) PrintTimings(r->timings, wall, static_cast<double>(r->pcm_samples) / model.sample_rate());
   return 0;
 }
 
@@ -315,13 +376,19 @@ int ReadTextInput(const std::string& path, std::string* text) {
 // Long-form TTS (lfmvox::SpeakText): sentence by sentence into one stream.
 int RunSpeak(lfmvox::Conversation& conv, const lfmvox::AudioModel& model, const std::string& voice,
              const std::string& text, const lfmvox::GenerateOptions& o, const std::string& output,
-             lfmvox::PcmFormat format, bool quiet) {
+             lfmvox::PcmFormat format, bool quiet, bool verbose) {
   auto out = lfmvox::PcmOutput::Open(output, model.sample_rate(), format);
   if (!out.ok()) return Fail(out.status().message());
   lfmvox::OutputCallbacks cb;
   cb.on_pcm = [&](std::span<const float> pcm) { return (*out)->Write(pcm); };
+  ProgressLine progress;
+  lfmvox::SpeakOptions speak;
+  speak.on_progress = [&progress](size_t done, size_t total) {
+    progress.Show("lfmvox: spoke " + std::to_string(done) + " of " + std::to_string(total) + " sentences");
+  };
   const auto t0 = std::chrono::steady_clock::now();
-  auto r = lfmvox::SpeakText(conv, voice, text, o, cb);
+  auto r = lfmvox::SpeakText(conv, voice, text, o, cb, speak);
+  progress.Clear();
   if (!r.ok()) return Fail(r.status().message());
   if (lfmvox::Status s = (*out)->Close(); !s.ok()) return Fail(s.message());
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -330,6 +397,7 @@ int RunSpeak(lfmvox::Conversation& conv, const lfmvox::AudioModel& model, const 
                  static_cast<double>(r->pcm_samples) / model.sample_rate(), wall,
                  r->unfinished_segments ? " (some sentences reached the budget before their end)" : "");
   }
+  if (verbose) PrintTimings(r->timings, wall, static_cast<double>(r->pcm_samples) / model.sample_rate());
   return 0;
 }
 
@@ -339,7 +407,7 @@ int Tts(int argc, char** argv) {
   if (!ParseArgs(argc, argv, 2,
                  {"model", "voice", "output", "pcm", "threads", "seed", "temperature", "top-k", "max-new",
                   "context", "weights", "file"},
-                 {"quiet", "no-weight-check"}, &args, &err)) {
+                 {"quiet", "no-weight-check", "verbose"}, &args, &err)) {
     return UsageError(err);
   }
   const std::string* model_dir = args.Get("model");
@@ -368,7 +436,7 @@ int Tts(int argc, char** argv) {
     return UsageError("--context takes a positive integer");
   }
 
-  auto model = lfmvox::AudioModel::Load(*model_dir, ModelOptionsArg(args));
+  auto model = LoadModel(*model_dir, args);
   if (!model.ok()) return Fail(model.status().message());
   lfmvox::GenerateOptions o = lfmvox::GenerateOptions::ForTts(**model);
   OverrideSampling(flags, &o);
@@ -378,9 +446,10 @@ int Tts(int argc, char** argv) {
       *model, {.threads = threads, .context = static_cast<size_t>(context), .seed = seed});
   if (!conv.ok()) return Fail(conv.status().message());
   const bool quiet = args.Has("quiet") || *output == "-";
-  if (file) return RunSpeak(**conv, **model, voice, long_text, o, *output, format, quiet);
+  const bool verbose = args.Has("verbose");
+  if (file) return RunSpeak(**conv, **model, voice, long_text, o, *output, format, quiet, verbose);
   if (lfmvox::Status s = (*conv)->StartSpeech(voice, args.positional[0]); !s.ok()) return Fail(s.message());
-  return RunGeneration(**conv, **model, o, output, format, false, quiet);
+  return RunGeneration(**conv, **model, o, output, format, false, quiet, verbose);
 }
 
 int Generate(int argc, char** argv) {
@@ -389,7 +458,7 @@ int Generate(int argc, char** argv) {
   if (!ParseArgs(argc, argv, 2,
                  {"model", "prompt", "mode", "max-new", "seed", "temperature", "top-k", "text-temperature",
                   "text-top-k", "output", "pcm", "threads", "context", "weights"},
-                 {"quiet", "no-weight-check"}, &args, &err)) {
+                 {"quiet", "no-weight-check", "verbose"}, &args, &err)) {
     return UsageError(err);
   }
   const std::string* model_dir = args.Get("model");
@@ -419,13 +488,13 @@ int Generate(int argc, char** argv) {
   const std::string* output = args.Get("output");
   if (output && *output == "-") return UsageError("generate prints items on stdout; write speech to a file");
 
-  auto model = lfmvox::AudioModel::Load(*model_dir, ModelOptionsArg(args));
+  auto model = LoadModel(*model_dir, args);
   if (!model.ok()) return Fail(model.status().message());
   auto conv = lfmvox::Conversation::Create(
       *model, {.threads = threads, .context = static_cast<size_t>(context), .seed = seed});
   if (!conv.ok()) return Fail(conv.status().message());
   if (lfmvox::Status s = (*conv)->AddPromptFile(*prompt); !s.ok()) return Fail(s.message());
-  return RunGeneration(**conv, **model, o, output, format, true, args.Has("quiet"));
+  return RunGeneration(**conv, **model, o, output, format, true, args.Has("quiet"), args.Has("verbose"));
 }
 
 // Prints text pieces as they stream, leaving out control tokens.
@@ -458,7 +527,7 @@ int Asr(int argc, char** argv) {
   Args args;
   std::string err;
   if (!ParseArgs(argc, argv, 2, {"model", "max-new", "threads", "weights", "format", "max-seconds", "window"},
-                 {"no-weight-check"}, &args, &err))
+                 {"no-weight-check", "verbose"}, &args, &err))
     return UsageError(err);
   const std::string* model_dir = args.Get("model");
   if (!model_dir || args.positional.size() != 1) return UsageError("asr needs --model and one audio file");
@@ -488,7 +557,7 @@ int Asr(int argc, char** argv) {
       return UsageError("--window takes a number of seconds in [6, 3600]");
     t.window_seconds = seconds;
   }
-  auto model = lfmvox::AudioModel::Load(*model_dir, ModelOptionsArg(args));
+  auto model = LoadModel(*model_dir, args);
   if (!model.ok()) return Fail(model.status().message());
   // Text goes out segment by segment as each window is done; the other formats once at the end.
   auto on_segment = [&](const lfmvox::TranscriptSegment& s) {
@@ -498,10 +567,30 @@ int Asr(int argc, char** argv) {
     }
     return lfmvox::Status::Ok();
   };
-  auto r = lfmvox::Transcribe(*model, args.positional[0], t, on_segment);
+  ProgressLine progress;
+  t.on_progress = [&progress](double done, double total) {
+    char line[128];
+    if (total > 0) {
+      std::snprintf(line, sizeof line, "lfmvox: transcribed %.1f of %.1f s (%.0f%%)", done, total,
+                    100.0 * std::min(1.0, done / total));
+    } else {
+      std::snprintf(line, sizeof line, "lfmvox: transcribed %.1f s", done);
+    }
+    progress.Show(line);
+  };
+  // The text lines clear the progress line before they print, so the two never share a line.
+  auto print_segment = [&](const lfmvox::TranscriptSegment& s) {
+    progress.Clear();
+    return on_segment(s);
+  };
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = lfmvox::Transcribe(*model, args.positional[0], t, print_segment);
+  const double wall = SecondsSince(t0);
+  progress.Clear();
   if (!r.ok()) return Fail(r.status().message());
   if (format != lfmvox::TranscriptFormat::kText)
     std::fputs(lfmvox::FormatTranscript(r->segments, format).c_str(), stdout);
+  if (args.Has("verbose")) PrintTimings(r->timings, wall, r->seconds);
   return 0;
 }
 
@@ -511,7 +600,7 @@ int Chat(int argc, char** argv) {
   if (!ParseArgs(argc, argv, 2,
                  {"model", "in", "out", "out-dir", "system", "seed", "temperature", "top-k", "max-new",
                   "context", "threads", "pcm", "weights", "context-policy"},
-                 {"interactive", "no-weight-check"}, &args, &err)) {
+                 {"interactive", "no-weight-check", "verbose"}, &args, &err)) {
     return UsageError(err);
   }
   const std::string* model_dir = args.Get("model");
@@ -550,7 +639,7 @@ int Chat(int argc, char** argv) {
     }
   }
 
-  auto model = lfmvox::AudioModel::Load(*model_dir, ModelOptionsArg(args));
+  auto model = LoadModel(*model_dir, args);
   if (!model.ok()) return Fail(model.status().message());
   lfmvox::GenerateOptions o = lfmvox::GenerateOptions::ForSpeechToSpeech(**model);
   OverrideSampling(flags, &o);
@@ -566,6 +655,7 @@ int Chat(int argc, char** argv) {
   if (lfmvox::Status s = c.StartChat(system); !s.ok()) return Fail(s.message());
   // One user turn (audio file or text), the assistant's answer, the turn closed.
   auto turn = [&](const std::string& input, bool is_audio, const std::string& out_path) -> int {
+    const auto t0 = std::chrono::steady_clock::now();
     lfmvox::Status s = c.StartTurn("user");
     if (s.ok()) s = is_audio ? c.AddAudioFile(input) : c.AddText(input);
     if (s.ok()) s = c.EndTurn();
@@ -580,6 +670,10 @@ int Chat(int argc, char** argv) {
     if (out_path != "-") std::printf("\n");
     if (!r.ok()) return Fail(r.status().message());
     if (lfmvox::Status cs = (*out)->Close(); !cs.ok()) return Fail(cs.message());
+    if (args.Has("verbose")) {
+      PrintTimings(r->timings, SecondsSince(t0),
+                   static_cast<double>(r->pcm_samples) / (*model)->sample_rate());
+    }
     if (r->context_full) return Fail("the context is full; start a new conversation (or raise --context)");
     if (lfmvox::Status es = c.EndTurn(); !es.ok()) return Fail(es.message());
     return 0;

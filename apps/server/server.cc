@@ -97,7 +97,7 @@ std::string ErrorBody(const ApiError& e) {
 
 // ---- Audio formats ----
 
-enum class OutFormat { kPcm, kWav, kFlac, kOpus, kMp3 };
+enum class OutFormat { kPcm, kWav, kFlac, kOpus, kMp3, kAac };
 
 bool Streams(OutFormat f) { return f == OutFormat::kPcm || f == OutFormat::kWav; }
 
@@ -109,6 +109,8 @@ AudioFileFormat FileFormat(OutFormat f) {
       return AudioFileFormat::kOpus;
     case OutFormat::kMp3:
       return AudioFileFormat::kMp3;
+    case OutFormat::kAac:
+      return AudioFileFormat::kAac;
     default:
       return AudioFileFormat::kWav;
   }
@@ -126,6 +128,8 @@ const char* MimeType(OutFormat f) {
       return "audio/ogg";
     case OutFormat::kMp3:
       return "audio/mpeg";
+    case OutFormat::kAac:
+      return "audio/aac";
   }
   return "application/octet-stream";
 }
@@ -144,16 +148,14 @@ std::optional<ApiError> ParseOutFormat(const std::string& name, int sample_rate,
   } else if (name == "mp3") {
     *out = OutFormat::kMp3;
   } else if (name == "aac") {
-    return BadRequest(
-        "response format aac is not available: no AAC encoder is in this build (libsndfile has "
-        "none); use mp3, opus, flac, wav or pcm",
-        param, "unsupported_format");
+    *out = OutFormat::kAac;
   } else {
-    return BadRequest("unknown audio format '" + name + "'; use mp3, opus, flac, wav or pcm", param);
+    return BadRequest("unknown audio format '" + name + "'; use mp3, opus, aac, flac, wav or pcm", param);
   }
   if (!Streams(*out) && !CanEncodeAudio(FileFormat(*out), sample_rate)) {
-    return BadRequest("this server's libsndfile cannot write " + name + "; use wav or pcm", param,
-                      "unsupported_format");
+    return BadRequest(
+        "this server cannot write " + name + " at " + std::to_string(sample_rate) + " Hz; use wav or pcm",
+        param, "unsupported_format");
   }
   return std::nullopt;
 }

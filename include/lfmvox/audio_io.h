@@ -24,13 +24,12 @@ Result<std::vector<int32_t>> LoadCodes(const std::string& path, int num_codebook
 
 // Where decoded PCM goes: an audio file, or with path "-" raw little-endian
 // samples on stdout, flushed per chunk. The container follows the extension:
-// .flac (16-bit), .ogg or .opus (Ogg/Opus), .mp3 (16-bit input; InvalidArgument
-// with kF32, Unimplemented where CanEncodeAudio says no), anything else WAV of
-// `format`. A file is all or nothing: it grows in a
-// temporary file in the same folder, which a successful Close renames onto
-// `path`; a failed Write or Close, or destruction without Close (a run that
-// failed), removes it and leaves `path` as it was. One thread at a time.
-// LoadCodes is safe from any thread.
+// .flac (16-bit), .ogg or .opus (Ogg/Opus), .mp3, .m4a (AAC in MP4), .aac
+// (ADTS AAC) (all from 16-bit-range input; InvalidArgument with kF32,
+// Unimplemented where CanEncodeAudio says no), anything else WAV of `format`. A file is all or nothing: it
+// grows in a temporary file in the same folder, which a successful Close renames onto `path`; a failed Write
+// or Close, or destruction without Close (a run that failed), removes it and leaves `path` as it was. One
+// thread at a time. LoadCodes is safe from any thread.
 class PcmOutput {
  public:
   static Result<std::unique_ptr<PcmOutput>> Open(const std::string& path, int sample_rate, PcmFormat format);
@@ -52,16 +51,18 @@ struct DecodedAudio {
 };
 
 // Decodes an audio file image held in memory (any format AddAudioFile reads: WAV, FLAC, Ogg Vorbis/Opus,
-// MP3, ...). Errors: InvalidArgument for bytes that are not audio (or hold NaN/Inf samples), DataLoss for
-// a cut file, OutOfRange for a clip longer than `max_seconds` (checked from the header before decoding,
-// and while decoding where the length is not known).
+// MP3, AIFF through libsndfile; M4A/AAC, WebM/Opus, ADTS AAC and the rest of what FFmpeg decodes). Errors:
+// InvalidArgument for bytes that are not audio (or hold NaN/Inf samples), DataLoss for a cut file, OutOfRange
+// for a clip longer than `max_seconds` (checked from the header before decoding, and while decoding where the
+// length is not known).
 Result<DecodedAudio> DecodeAudio(std::string_view bytes, double max_seconds);
 
-// Containers EncodeAudio writes (16-bit for WAV and FLAC).
-enum class AudioFileFormat { kWav, kFlac, kOpus, kMp3 };
+// Containers EncodeAudio writes (16-bit for WAV and FLAC); kAac is an ADTS AAC-LC stream (FFmpeg's
+// encoder, 96 kb/s), the rest libsndfile's.
+enum class AudioFileFormat { kWav, kFlac, kOpus, kMp3, kAac };
 
-// Whether this build's libsndfile can write `format` at `sample_rate` (Opus needs 8/12/16/24/48 kHz, MP3
-// a libsndfile built with LAME).
+// Whether this build can write `format` at `sample_rate` (Opus needs 8/12/16/24/48 kHz, MP3 a libsndfile
+// built with LAME, AAC one of the AAC rates: 8, 11.025, 12, 16, 22.05, 24, 32, 44.1, 48 kHz, ...).
 bool CanEncodeAudio(AudioFileFormat format, int sample_rate);
 
 // Encodes mono samples as a whole file image in memory. The samples are first quantized to 16 bits by

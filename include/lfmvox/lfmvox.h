@@ -190,6 +190,8 @@ struct GenerateSummary {
   bool ended = false;         // the model closed its turn
   bool context_full = false;  // stopped for lack of context
   bool cancelled = false;     // stopped by Cancel()
+  // This generation's stages, and the encoder's time for the audio added since the last generation.
+  StageTimings timings;
 };
 
 // What a conversation does when its context fills.
@@ -305,8 +307,10 @@ class Conversation {
   Status AddTokens(std::span<const int32_t> ids);
   // [frames, num_codebooks] codes of earlier speech, each in [0, audio_vocab).
   Status AddAudioOut(std::span<const int32_t> frames);
-  // Speech in: an audio file (WAV, FLAC, Ogg/Vorbis, MP3; mixed to mono by
-  // the mean of its channels, resampled to 16 kHz), or samples in memory
+  // Speech in: an audio file (WAV, FLAC, Ogg Vorbis/Opus, MP3, AIFF through
+  // libsndfile; M4A/AAC, WebM/Opus and the rest of what FFmpeg decodes; found
+  // from the content; mixed to mono by the mean of its channels, resampled to
+  // 16 kHz), or samples in memory
   // (interleaved [frames, channels] floats at `sample_rate`).
   Status AddAudioFile(const std::string& path);
   Status AddAudio(std::span<const float> samples, int sample_rate, int channels = 1);
@@ -389,6 +393,9 @@ struct SpeakOptions {
   // segment's start and the last one's end are left as generated.
   double fade_seconds = 0.005;
   double gap_seconds = 0.12;
+  // Called after each sentence with the sentences spoken so far and their total (for a progress line;
+  // the library prints nothing).
+  std::function<void(size_t done, size_t total)> on_progress;
 };
 
 struct SpeakSummary {
@@ -396,6 +403,7 @@ struct SpeakSummary {
   size_t pcm_samples = 0;          // samples delivered to on_pcm (gaps included)
   size_t unfinished_segments = 0;  // those that hit max_new_tokens or the context before their end
   bool cancelled = false;          // Cancel() stopped it (the segments after were not spoken)
+  StageTimings timings;            // summed over the segments
 };
 
 // The sentences SpeakText speaks (SplitSentences in text/sentence_split.h: '.', '!', '?', ';', line

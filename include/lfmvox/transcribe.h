@@ -1,8 +1,8 @@
 // Long-form speech recognition: audio of any length (up to a cap the caller sets), transcribed window by
 // window with memory that does not grow with the length of the input.
 //
-// How it works. The file is decoded as a stream (libsndfile, blocks of 4096 frames) into one buffer of
-// `window_seconds`; nothing longer is ever held as floats. When the buffer is full, the window is cut at
+// How it works. The file is decoded as a stream (libsndfile or FFmpeg, blocks of 4096 frames) into one buffer
+// of `window_seconds`; nothing longer is ever held as floats. When the buffer is full, the window is cut at
 // the quietest 20 ms block (least energy of the channel mean) within its last `search_seconds`, so seams
 // fall in pauses between words rather than inside them; the samples after the cut start the next window.
 // Windows do not overlap, so no word is transcribed twice and no merge is needed; a word cut at a seam
@@ -38,6 +38,9 @@ struct TranscribeOptions {
   // EndTurn + StartTurn("assistant") after it), for checkpoints without that prompt's tokens. Both empty:
   // the official prompt.
   std::vector<int32_t> prompt_before_speech, prompt_after_speech;
+  // Called after each window with the seconds transcribed so far and the file's length as its header
+  // declares it (-1 when unknown), for a progress line; the library prints nothing.
+  std::function<void(double done_seconds, double total_seconds)> on_progress;
 };
 
 struct TranscriptSegment {
@@ -51,6 +54,7 @@ struct TranscribeSummary {
   std::vector<TranscriptSegment> segments;  // in order, contiguous: each starts where the one before ended
   double seconds = 0;                       // the length of the input
   size_t peak_buffered_samples = 0;         // the most decoded samples held at once (window x channels)
+  StageTimings timings;                     // summed over the windows
 };
 
 // Transcribes the audio file at `path` (any format AddAudioFile reads). on_segment, when set, is called

@@ -7,11 +7,13 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <string>
 
 #include "base/guard.h"
 #include "io/audio_file.h"
 #include "io/codes_file.h"
+#include "io/ffmpeg_audio.h"
 #include "lfmvox/audio_io.h"
 
 namespace lfmvox {
@@ -40,6 +42,8 @@ int SfFormat(AudioFileFormat f) {
       return SF_FORMAT_OGG | SF_FORMAT_OPUS;
     case AudioFileFormat::kMp3:
       return SF_FORMAT_MPEG | SF_FORMAT_MPEG_LAYER_III;
+    case AudioFileFormat::kAac:
+      return 0;  // FFmpeg's
   }
   return 0;
 }
@@ -47,11 +51,15 @@ int SfFormat(AudioFileFormat f) {
 }  // namespace
 
 bool CanEncodeAudio(AudioFileFormat format, int sample_rate) {
+  if (format == AudioFileFormat::kAac) return CanEncodeFfmpeg(FfmpegFormat::kAdtsAac, sample_rate);
   return CanWriteAudioFormat(SfFormat(format), sample_rate);
 }
 
 Result<std::string> EncodeAudio(std::span<const float> mono, int sample_rate, AudioFileFormat format) {
-  return WriteAudioMemory(mono, sample_rate, SfFormat(format));
+  return Guard("EncodeAudio", [&]() -> Result<std::string> {
+    if (format == AudioFileFormat::kAac) return EncodeFfmpegMemory(mono, sample_rate, FfmpegFormat::kAdtsAac);
+    return WriteAudioMemory(mono, sample_rate, SfFormat(format));
+  });
 }
 
 void AppendPcmBytes(std::span<const float> samples, PcmFormat format, std::string* out) {
@@ -72,14 +80,16 @@ void AppendPcmBytes(std::span<const float> samples, PcmFormat format, std::strin
 
 namespace {
 
-// All or nothing (issue 10, class 9): the WAV grows in a temporary file next to `path` (same folder, so
+// All or nothing (issue 10, class 9): the file grows in a temporary file next to `path` (same folder, so
 // the rename cannot cross file systems) and a successful Close renames it onto `path`; a failed write or
 // close, or destruction without Close (a run that failed), removes it and leaves `path` untouched.
-class WavOutput final : public PcmOutput {
+// `Writer` is WavWriter (libsndfile's containers) or FfmpegWriter (AAC) over `file`.
+template <class Writer>
+class FileOutput final : public PcmOutput {
  public:
-  WavOutput(WavWriter w, std::string tmp, std::string path)
-      : w_(std::move(w)), tmp_(std::move(tmp)), path_(std::move(path)) {}
-  ~WavOutput() override { Discard(); }
+  FileOutput(Writer w, FILE* file, std::string tmp, std::string path)
+      : w_(std::move(w)), file_(file), tmp_(std::move(tmp)), path_(std::move(path)) {}
+  ~FileOutput() override { Discard(); }
   Status Write(std::span<const float> s) override {
     if (done_) return InvalidArgument("PcmOutput::Write after Close (" + path_ + ")");
     Status st = w_.Write(s);
@@ -89,6 +99,9 @@ class WavOutput final : public PcmOutput {
   Status Close() override {
     if (done_) return failed_ ? IoError(path_ + " was not written (an earlier error)") : Status::Ok();
     Status st = w_.Close();
+    if (st.ok() && file_ != nullptr && std::fclose(std::exchange(file_, nullptr)) != 0) {
+      st = IoError("cannot write " + tmp_ + ": " + std::strerror(errno));
+    }
     if (st.ok() && std::rename(tmp_.c_str(), path_.c_str()) != 0) {
       st = IoError("cannot rename " + tmp_ + " to " + path_ + ": " + std::strerror(errno));
     }
@@ -105,10 +118,12 @@ class WavOutput final : public PcmOutput {
     if (done_) return;
     done_ = failed_ = true;
     (void)w_.Close();
+    if (file_ != nullptr) std::fclose(std::exchange(file_, nullptr));
     std::remove(tmp_.c_str());
   }
 
-  WavWriter w_;
+  Writer w_;
+  FILE* file_;  // owned; null for WavWriter, which opens its own
   std::string tmp_, path_;
   bool done_ = false, failed_ = false;
 };
@@ -128,13 +143,18 @@ std::string TemporaryPathFor(const std::string& path) {
   return (p.parent_path() / name).string();
 }
 
-// The container from the extension (case-insensitive): .flac, .ogg/.opus (Opus), .mp3; anything else
-// (.wav included) WAV of `format` (0). FLAC, Opus and MP3 hold 16-bit quantized samples.
-Result<int> FormatForPath(const std::string& path, int sample_rate, PcmFormat format) {
+// The container from the extension (case-insensitive): .flac, .ogg/.opus (Opus), .mp3, .m4a/.aac (AAC);
+// anything else (.wav included) WAV of `format`. Returns the libsndfile format word (0: WAV), or through
+// *ffmpeg an FFmpeg format. FLAC, Opus, MP3 and AAC hold 16-bit-range samples.
+Result<int> FormatForPath(const std::string& path, int sample_rate, PcmFormat format,
+                          std::optional<FfmpegFormat>* ffmpeg) {
   std::string ext = std::filesystem::path(path).extension().string();
   for (char& c : ext) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   AudioFileFormat f;
-  if (ext == ".flac") {
+  if (ext == ".m4a" || ext == ".aac") {
+    *ffmpeg = ext == ".m4a" ? FfmpegFormat::kM4aAac : FfmpegFormat::kAdtsAac;
+    f = AudioFileFormat::kAac;
+  } else if (ext == ".flac") {
     f = AudioFileFormat::kFlac;
   } else if (ext == ".ogg" || ext == ".opus") {
     f = AudioFileFormat::kOpus;
@@ -147,7 +167,7 @@ Result<int> FormatForPath(const std::string& path, int sample_rate, PcmFormat fo
     return InvalidArgument(path + ": " + ext + " files hold 16-bit samples; drop --pcm f32 or write a .wav");
   }
   if (!CanEncodeAudio(f, sample_rate)) {
-    return Unimplemented(StrFormat("%s: this libsndfile cannot write %s at %d Hz; write a .wav or .flac",
+    return Unimplemented(StrFormat("%s: this build cannot write %s at %d Hz; write a .wav or .flac",
                                    path.c_str(), ext.c_str(), sample_rate));
   }
   return SfFormat(f);
@@ -175,14 +195,28 @@ Result<std::unique_ptr<PcmOutput>> PcmOutput::Open(const std::string& path, int 
     if (std::filesystem::is_directory(path, ec)) {
       return InvalidArgument(path + " is a folder; give the WAV file to write (or - for stdout)");
     }
-    LFM_ASSIGN_OR_RETURN(const int sf_format, FormatForPath(path, sample_rate, format));
+    std::optional<FfmpegFormat> ffmpeg;
+    LFM_ASSIGN_OR_RETURN(const int sf_format, FormatForPath(path, sample_rate, format, &ffmpeg));
     const std::string tmp = TemporaryPathFor(path);
+    if (ffmpeg) {
+      FILE* file = std::fopen(tmp.c_str(), "w+b");
+      if (file == nullptr)
+        return IoError("cannot create " + tmp + " (the temporary file for " + path +
+                       "): " + std::strerror(errno));
+      Result<FfmpegWriter> w = FfmpegWriter::Create(file, nullptr, sample_rate, *ffmpeg);
+      if (!w.ok()) {
+        std::fclose(file);
+        std::remove(tmp.c_str());
+        return w.status().WithContext(path);
+      }
+      return std::unique_ptr<PcmOutput>(new FileOutput<FfmpegWriter>(std::move(w).value(), file, tmp, path));
+    }
     Result<WavWriter> w = WavWriter::Create(tmp, sample_rate, 1, format, sf_format);
     if (!w.ok()) {
       std::remove(tmp.c_str());
       return IoError(w.status().message() + " (the temporary file for " + path + ")");
     }
-    return std::unique_ptr<PcmOutput>(new WavOutput(std::move(w).value(), tmp, path));
+    return std::unique_ptr<PcmOutput>(new FileOutput<WavWriter>(std::move(w).value(), nullptr, tmp, path));
   });
 }
 

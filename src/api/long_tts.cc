@@ -107,6 +107,8 @@ Result<SpeakSummary> SpeakText(Conversation& conversation, std::string_view voic
       LFM_ASSIGN_OR_RETURN(const GenerateSummary g, conversation.Generate(options, cb));
       ++summary.segments;
       summary.unfinished_segments += !g.ended;
+      summary.timings += g.timings;
+      if (speak.on_progress) speak.on_progress(i + 1, segments.size());
       const bool last = i + 1 == segments.size() || g.cancelled;
       LFM_RETURN_IF_ERROR(join.EndSegment(!last));
       if (g.cancelled) {

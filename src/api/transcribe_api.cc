@@ -1,7 +1,5 @@
 // Long-form ASR (lfmvox/transcribe.h): a streamed decode into one window buffer, cuts at the quietest
 // 20 ms block near the end of each full window, one ASR conversation turn per window.
-#include <sndfile.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -18,7 +16,7 @@
 namespace lfmvox {
 namespace {
 
-constexpr sf_count_t kBlockFrames = 4096;
+constexpr int64_t kBlockFrames = 4096;
 
 // The first frame of the quietest 20 ms block in [lo, hi) of `buf` (interleaved, `ch` channels): the sum
 // of squares of the channel mean. Ties go to the earliest block.
@@ -59,29 +57,20 @@ Result<TranscribeSummary> Transcribe(std::shared_ptr<const AudioModel> model, co
     if (!(o.max_seconds > 0)) return InvalidArgument("max_seconds must be positive");
     if (o.max_new_tokens < 0) return InvalidArgument("max_new_tokens must be >= 0");
 
-    SF_INFO info{};
-    SNDFILE* sf = sf_open(path.c_str(), SFM_READ, &info);
-    if (!sf) return InvalidArgument(path + ": cannot decode: " + sf_strerror(nullptr));
-    struct Closer {
-      SNDFILE* sf;
-      ~Closer() { sf_close(sf); }
-    } closer{sf};
-    if (info.samplerate < 1 || info.samplerate > kMaxAudioSampleRate || info.channels < 1 ||
-        info.channels > kMaxAudioChannels) {
-      return InvalidArgument(StrFormat("%s: %d Hz, %d channels is not audio this reads", path.c_str(),
-                                       info.samplerate, info.channels));
-    }
-    const int rate = info.samplerate;
-    const size_t ch = static_cast<size_t>(info.channels);
+    LFM_ASSIGN_OR_RETURN(std::unique_ptr<AudioDecoder> decoder, OpenAudioFile(path));
+    const int rate = decoder->sample_rate;
+    const size_t ch = static_cast<size_t>(decoder->channels);
     const double max_frames = o.max_seconds * rate;
     auto too_long = [&](double frames) {
       return OutOfRange(
           StrFormat("%s is %s%.1f s long; the limit is %g s (raise max_seconds / --max-seconds)",
-                    path.c_str(), info.frames == SF_COUNT_MAX ? "over " : "", frames / rate, o.max_seconds));
+                    path.c_str(), decoder->declared_frames < 0 ? "over " : "", frames / rate, o.max_seconds));
     };
-    if (info.frames >= 0 && info.frames != SF_COUNT_MAX && static_cast<double>(info.frames) > max_frames) {
-      return too_long(static_cast<double>(info.frames));
+    if (static_cast<double>(decoder->declared_frames) > max_frames) {
+      return too_long(static_cast<double>(decoder->declared_frames));
     }
+    const double total_seconds =
+        decoder->declared_frames >= 0 ? static_cast<double>(decoder->declared_frames) / rate : -1;
 
     GenerateOptions gen = GenerateOptions::ForAsr(*model);
     if (o.max_new_tokens > 0) gen.max_new_tokens = o.max_new_tokens;
@@ -98,19 +87,17 @@ Result<TranscribeSummary> Transcribe(std::shared_ptr<const AudioModel> model, co
     bool eof = false;
     while (!eof || filled > 0) {
       while (!eof && filled < window) {
-        const sf_count_t want = std::min<sf_count_t>(kBlockFrames, static_cast<sf_count_t>(window - filled));
-        const sf_count_t got = sf_readf_float(sf, buf.data() + filled * ch, want);
-        if (got <= 0) {
+        const int64_t want = std::min<int64_t>(kBlockFrames, static_cast<int64_t>(window - filled));
+        Result<int64_t> got = decoder->Read(buf.data() + filled * ch, want);
+        if (!got.ok()) return got.status().WithContext(path);
+        if (*got <= 0) {
           eof = true;
           break;
         }
-        filled += static_cast<size_t>(got);
+        filled += static_cast<size_t>(*got);
         if (static_cast<double>(start + static_cast<int64_t>(filled)) > max_frames) {
           return too_long(static_cast<double>(start + static_cast<int64_t>(filled)));
         }
-      }
-      if (eof && sf_error(sf) != SF_ERR_NO_ERROR) {
-        return DataLoss(path + ": decoding failed: " + sf_strerror(sf));
       }
       if (filled == 0) break;
       const size_t cut = eof ? filled : QuietestCut(buf, ch, window - search, window, rate);
@@ -121,7 +108,7 @@ Result<TranscribeSummary> Transcribe(std::shared_ptr<const AudioModel> model, co
       seg.end = static_cast<double>(start + static_cast<int64_t>(cut)) / rate;
       const bool official = o.prompt_before_speech.empty() && o.prompt_after_speech.empty();
       LFM_RETURN_IF_ERROR(official ? conv->StartAsr() : conv->AddTokens(o.prompt_before_speech));
-      LFM_RETURN_IF_ERROR(conv->AddAudio({buf.data(), cut * ch}, rate, info.channels)
+      LFM_RETURN_IF_ERROR(conv->AddAudio({buf.data(), cut * ch}, rate, decoder->channels)
                               .WithContext(StrFormat("%s at %.2f s", path.c_str(), seg.start)));
       if (official) {
         LFM_RETURN_IF_ERROR(conv->EndTurn());
@@ -136,8 +123,9 @@ Result<TranscribeSummary> Transcribe(std::shared_ptr<const AudioModel> model, co
         return Status::Ok();
       };
       LFM_ASSIGN_OR_RETURN(GenerateSummary g, conv->Generate(gen, cb));
-      (void)g;
+      summary.timings += g.timings;
       if (on_segment) LFM_RETURN_IF_ERROR(on_segment(seg));
+      if (o.on_progress) o.on_progress(seg.end, total_seconds);
       summary.segments.push_back(std::move(seg));
 
       std::copy(buf.begin() + static_cast<ptrdiff_t>(cut * ch),

@@ -10,6 +10,8 @@
 #include <type_traits>
 #include <utility>
 
+#include "io/ffmpeg_audio.h"
+
 namespace lfmvox {
 
 static_assert(std::is_same_v<SNDFILE, sf_private_tag>, "the forward declaration must match sndfile.h");
@@ -69,54 +71,6 @@ Status CheckFinite(const AudioBuffer& a, const std::string& what) {
   return Status::Ok();
 }
 
-// Decodes an opened file to the end and closes it.
-Result<AudioBuffer> Decode(SNDFILE* sf, const SF_INFO& info, const std::string& what,
-                           const AudioLimits& limits) {
-  struct Closer {
-    SNDFILE* sf;
-    ~Closer() { sf_close(sf); }
-  } closer{sf};
-  LFM_RETURN_IF_ERROR(CheckFormat(info.samplerate, info.channels, what));
-  const int64_t max_frames = MaxFrames(info.samplerate, info.channels, limits);
-  // libsndfile reports SF_COUNT_MAX when it cannot know the length (a pipe); any other value is the
-  // header's claim, checked now and trusted for nothing else.
-  const bool length_known = info.frames >= 0 && info.frames != SF_COUNT_MAX;
-  if (length_known && info.frames > max_frames)
-    return TooLong(info.frames, false, info.samplerate, info.channels, limits, what);
-
-  AudioBuffer a;
-  a.sample_rate = info.samplerate;
-  a.channels = info.channels;
-  const size_t ch = static_cast<size_t>(info.channels);
-  int64_t frames = 0;
-  for (;;) {
-    const int64_t want = std::min<int64_t>(kReadFrames, max_frames + 1 - frames);  // +1 detects "too long"
-    a.samples.resize(static_cast<size_t>(frames + want) * ch);
-    const sf_count_t got = sf_readf_float(sf, a.samples.data() + static_cast<size_t>(frames) * ch, want);
-    if (got <= 0) break;
-    frames += got;
-    if (frames > max_frames) return TooLong(frames, true, info.samplerate, info.channels, limits, what);
-  }
-  a.samples.resize(static_cast<size_t>(frames) * ch);
-  if (sf_error(sf) != SF_ERR_NO_ERROR) {
-    return DataLoss(StrFormat("%s: decoding failed after %lld frames: %s", what.c_str(),
-                              static_cast<long long>(frames), sf_strerror(sf)));
-  }
-  if (frames == 0) {
-    return InvalidArgument(what + ": the file holds no audio samples (empty, or a header without data)");
-  }
-  // An MP3's length is an estimate (from the bitrate, or a Xing tag that encoders get wrong); every
-  // other format libsndfile decodes declares an exact count, so a shortfall is a cut file.
-  const bool exact_length = (info.format & SF_FORMAT_TYPEMASK) != SF_FORMAT_MPEG;
-  if (exact_length && length_known && frames < info.frames) {
-    return DataLoss(StrFormat("%s: truncated: the header declares %lld frames but only %lld decode",
-                              what.c_str(), static_cast<long long>(info.frames),
-                              static_cast<long long>(frames)));
-  }
-  LFM_RETURN_IF_ERROR(CheckFinite(a, what));
-  return a;
-}
-
 // A read-only file image for sf_open_virtual.
 struct MemoryFile {
   std::string_view bytes;
@@ -152,6 +106,130 @@ sf_count_t MemRead(void* ptr, sf_count_t count, void* user) {
 sf_count_t MemWrite(const void*, sf_count_t, void*) { return 0; }
 
 sf_count_t MemTell(void* user) { return static_cast<MemoryFile*>(user)->pos; }
+
+// libsndfile behind the AudioDecoder interface. An in-memory image is read through `memory`.
+class SndfileDecoder final : public AudioDecoder {
+ public:
+  ~SndfileDecoder() override {
+    if (sf_ != nullptr) sf_close(sf_);
+  }
+
+  // Opens `path`, or the image `bytes` when path is null. On failure returns libsndfile's error code
+  // (SF_ERR_*) and its text in *why.
+  int Open(const std::string* path, std::string_view bytes, std::string* why) {
+    SF_INFO info{};
+    if (path != nullptr) {
+      sf_ = sf_open(path->c_str(), SFM_READ, &info);
+    } else {
+      memory_ = MemoryFile{bytes, 0};
+      SF_VIRTUAL_IO io{MemLength, MemSeek, MemRead, MemWrite, MemTell};
+      sf_ = sf_open_virtual(&io, SFM_READ, &info, &memory_);
+    }
+    if (sf_ == nullptr) {
+      *why = sf_strerror(nullptr);
+      return sf_error(nullptr);
+    }
+    sample_rate = info.samplerate;
+    channels = info.channels;
+    // libsndfile reports SF_COUNT_MAX when it cannot know the length (a pipe). An MP3's length is an
+    // estimate (from the bitrate, or a Xing tag that encoders get wrong); every other format libsndfile
+    // decodes declares an exact count, so a shortfall is a cut file.
+    if (info.frames >= 0 && info.frames != SF_COUNT_MAX) declared_frames = info.frames;
+    allowed_shortfall = (info.format & SF_FORMAT_TYPEMASK) == SF_FORMAT_MPEG ? -1 : 0;
+    return SF_ERR_NO_ERROR;
+  }
+
+  Result<int64_t> Read(float* out, int64_t frames) override {
+    const sf_count_t got = sf_readf_float(sf_, out, frames);
+    if (got > 0) {
+      read_ += got;
+      return static_cast<int64_t>(got);
+    }
+    if (sf_error(sf_) != SF_ERR_NO_ERROR) {
+      return DataLoss(StrFormat("decoding failed after %lld frames: %s", static_cast<long long>(read_),
+                                sf_strerror(sf_)));
+    }
+    return int64_t{0};
+  }
+
+ private:
+  SNDFILE* sf_ = nullptr;
+  MemoryFile memory_;
+  int64_t read_ = 0;
+};
+
+constexpr char kSupported[] =
+    "WAV, FLAC, Ogg Vorbis/Opus, MP3, AIFF (libsndfile), M4A/AAC, WebM/Opus and the other formats of FFmpeg";
+
+// libsndfile first; FFmpeg for what it does not recognise (a WAV or FLAC libsndfile finds damaged keeps
+// libsndfile's diagnosis). `path` null: the image `bytes`.
+Result<std::unique_ptr<AudioDecoder>> OpenDecoder(const std::string* path, std::string_view bytes,
+                                                  const std::string& what) {
+  auto sf = std::make_unique<SndfileDecoder>();
+  std::string why;
+  const int err = sf->Open(path, bytes, &why);
+  std::unique_ptr<AudioDecoder> d;
+  if (err == SF_ERR_NO_ERROR) {
+    d = std::move(sf);
+  } else if (err == SF_ERR_UNRECOGNISED_FORMAT || err == SF_ERR_UNSUPPORTED_ENCODING) {
+    FILE* file = nullptr;
+    if (path != nullptr && (file = std::fopen(path->c_str(), "rb")) == nullptr) {
+      return IoError("cannot open " + *path + ": " + std::strerror(errno));
+    }
+    Result<std::unique_ptr<AudioDecoder>> ff = OpenFfmpegDecoder(file, bytes, what);
+    if (!ff.ok()) {
+      std::string ff_why = ff.status().message();
+      if (ff_why.rfind(what + ": ", 0) == 0) ff_why.erase(0, what.size() + 2);
+      return Status(ff.status().code(), what + ": not a readable audio file (libsndfile: " + why +
+                                            "; FFmpeg: " + ff_why + "); supported: " + kSupported);
+    }
+    d = std::move(ff).value();
+  } else {
+    // libsndfile reports a damaged stream it has started to decode (a corrupt MP3) as "File does not
+    // exist or is not a regular file"; the file is known to exist, so that text would mislead (issue 10,
+    // class 11).
+    const bool misleading = why.find("does not exist") != std::string::npos;
+    return InvalidArgument(what + ": not a readable audio file (" +
+                           (misleading ? std::string("damaged, truncated or not an audio format") : why) +
+                           "); supported: " + kSupported);
+  }
+  LFM_RETURN_IF_ERROR(CheckFormat(d->sample_rate, d->channels, what));
+  return d;
+}
+
+// Decodes to the end: the buffer grows with what was actually decoded, never with what a header claims,
+// and decoding stops one block past the limit.
+Result<AudioBuffer> Decode(AudioDecoder& d, const std::string& what, const AudioLimits& limits) {
+  const int64_t max_frames = MaxFrames(d.sample_rate, d.channels, limits);
+  if (d.declared_frames > max_frames)
+    return TooLong(d.declared_frames, false, d.sample_rate, d.channels, limits, what);
+  AudioBuffer a;
+  a.sample_rate = d.sample_rate;
+  a.channels = d.channels;
+  const size_t ch = static_cast<size_t>(d.channels);
+  int64_t frames = 0;
+  for (;;) {
+    const int64_t want = std::min<int64_t>(kReadFrames, max_frames + 1 - frames);  // +1 detects "too long"
+    a.samples.resize(static_cast<size_t>(frames + want) * ch);
+    Result<int64_t> got = d.Read(a.samples.data() + static_cast<size_t>(frames) * ch, want);
+    if (!got.ok()) return got.status().WithContext(what);
+    if (*got <= 0) break;
+    frames += *got;
+    if (frames > max_frames) return TooLong(frames, true, d.sample_rate, d.channels, limits, what);
+  }
+  a.samples.resize(static_cast<size_t>(frames) * ch);
+  if (frames == 0) {
+    return InvalidArgument(what + ": the file holds no audio samples (empty, or a header without data)");
+  }
+  if (d.declared_frames >= 0 && d.allowed_shortfall >= 0 &&
+      frames < d.declared_frames - d.allowed_shortfall) {
+    return DataLoss(StrFormat("%s: truncated: the header declares %lld frames but only %lld decode",
+                              what.c_str(), static_cast<long long>(d.declared_frames),
+                              static_cast<long long>(frames)));
+  }
+  LFM_RETURN_IF_ERROR(CheckFinite(a, what));
+  return a;
+}
 
 // A growing file image for writing (encoders seek back to rewrite headers).
 struct GrowingFile {
@@ -197,7 +275,7 @@ sf_count_t GrowTell(void* user) { return static_cast<GrowingFile*>(user)->pos; }
 
 }  // namespace
 
-Result<AudioBuffer> ReadAudioFile(const std::string& path, const AudioLimits& limits) {
+Result<std::unique_ptr<AudioDecoder>> OpenAudioFile(const std::string& path) {
   std::error_code ec;
   const std::filesystem::file_status st = std::filesystem::status(path, ec);
   if (!std::filesystem::exists(st)) return NotFound("audio file " + path + " does not exist");
@@ -206,33 +284,22 @@ Result<AudioBuffer> ReadAudioFile(const std::string& path, const AudioLimits& li
   if (!std::filesystem::is_regular_file(st)) {
     return InvalidArgument(path + " is not a regular file (a pipe or a device?); give an audio file");
   }
-  SF_INFO info{};
-  SNDFILE* sf = sf_open(path.c_str(), SFM_READ, &info);
-  if (sf == nullptr) {
-    // libsndfile reports a damaged stream it has started to decode (a corrupt MP3) as "File does not
-    // exist or is not a regular file"; the file is known to exist here, so that text would mislead
-    // (issue 10, class 11).
-    const std::string why = sf_strerror(nullptr);
-    const bool misleading = why.find("does not exist") != std::string::npos;
-    return InvalidArgument(path + ": not a readable audio file (" +
-                           (misleading ? std::string("damaged, truncated or not an audio format") : why) +
-                           "); supported: WAV, FLAC, Ogg Vorbis/Opus, MP3, AIFF and the other formats of "
-                           "libsndfile");
-  }
-  return Decode(sf, info, path, limits);
+  return OpenDecoder(&path, {}, path);
+}
+
+Result<std::unique_ptr<AudioDecoder>> OpenAudioMemory(std::string_view bytes) {
+  if (bytes.empty()) return InvalidArgument("in-memory audio: no bytes (an empty file)");
+  return OpenDecoder(nullptr, bytes, "in-memory audio");
+}
+
+Result<AudioBuffer> ReadAudioFile(const std::string& path, const AudioLimits& limits) {
+  LFM_ASSIGN_OR_RETURN(std::unique_ptr<AudioDecoder> d, OpenAudioFile(path));
+  return Decode(*d, path, limits);
 }
 
 Result<AudioBuffer> ReadAudioMemory(std::string_view bytes, const AudioLimits& limits) {
-  const std::string what = "in-memory audio";
-  if (bytes.empty()) return InvalidArgument(what + ": no bytes (an empty file)");
-  SF_VIRTUAL_IO io{MemLength, MemSeek, MemRead, MemWrite, MemTell};
-  MemoryFile file{bytes, 0};
-  SF_INFO info{};
-  SNDFILE* sf = sf_open_virtual(&io, SFM_READ, &info, &file);
-  if (sf == nullptr) {
-    return InvalidArgument(what + ": not a readable audio file (" + sf_strerror(nullptr) + ")");
-  }
-  return Decode(sf, info, what, limits);
+  LFM_ASSIGN_OR_RETURN(std::unique_ptr<AudioDecoder> d, OpenAudioMemory(bytes));
+  return Decode(*d, "in-memory audio", limits);
 }
 
 bool CanWriteAudioFormat(int sf_format, int sample_rate) {

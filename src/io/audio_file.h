@@ -1,15 +1,18 @@
 // Audio files.
 //
-// Reading: any format libsndfile decodes (WAV, FLAC, Ogg/Vorbis, Ogg/Opus, MP3, AIFF, ...) from a path or
-// from memory, or headerless PCM, into interleaved float32 samples; and the downmix to mono. Resampling
+// Reading: any format libsndfile decodes (WAV, FLAC, Ogg/Vorbis, Ogg/Opus, MP3, AIFF, ...) and, for
+// what libsndfile does not recognise, any FFmpeg decodes (M4A/AAC, WebM/Opus, ...: io/ffmpeg_audio.h),
+// from a path or from memory, or headerless PCM, into interleaved float32 samples; and the downmix to
+// mono. The decoder is chosen by content, never by the file name. Resampling
 // to the encoder's rate is dsp/resample.h, the log-mel front end model/features/log_mel.h.
 //
-// Writing: WAV through libsndfile (streamed, frames appended as they are decoded) and raw little-endian
-// PCM for `-o -`.
+// Writing: WAV (FLAC, Ogg/Opus, MP3) through libsndfile (streamed, frames appended as they are decoded) and
+// raw little-endian PCM for `-o -`.
 #pragma once
 
 #include <cstdint>
 #include <cstdio>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -47,9 +50,34 @@ struct AudioLimits {
   int64_t max_samples = int64_t{1} << 28;  // frames x channels: 1 GiB of float32
 };
 
+// A decoder read in blocks of interleaved float frames (libsndfile's or FFmpeg's).
+class AudioDecoder {
+ public:
+  virtual ~AudioDecoder() = default;
+  // Reads up to `frames` frames into `out` ([frames, channels]); 0 at the end. DataLoss when the
+  // stream turns out to be damaged part way.
+  virtual Result<int64_t> Read(float* out, int64_t frames) = 0;
+
+  int sample_rate = 0;
+  int channels = 0;
+  // The frame count the container declares where it is reliable (not an estimate from the bitrate);
+  // -1 when unknown.
+  int64_t declared_frames = -1;
+  // How many frames fewer than declared_frames a whole file may decode to (a codec's last frame and
+  // priming); -1: any number (the declared count is an estimate).
+  int64_t allowed_shortfall = 0;
+};
+
+// Opens a decoder on a regular file or on an in-memory image (`bytes` must outlive the decoder):
+// libsndfile when it recognises the content, else FFmpeg. Errors as ReadAudioFile's below; the sample
+// rate and channel count are checked against kMaxAudioSampleRate / kMaxAudioChannels.
+Result<std::unique_ptr<AudioDecoder>> OpenAudioFile(const std::string& path);
+Result<std::unique_ptr<AudioDecoder>> OpenAudioMemory(std::string_view bytes);
+
 // Reads and decodes a whole file. Errors (never a crash):
 //   NotFound     the path does not exist;
-//   InvalidArgument  not audio / a format libsndfile does not decode, a directory, sample rate outside
+//   InvalidArgument  not audio / a format neither libsndfile nor FFmpeg decodes, a directory, sample rate
+//   outside
 //                [1, kMaxAudioSampleRate], channels outside [1, kMaxAudioChannels], no samples at all
 //                (empty file, header only), or a NaN/Inf sample (refused rather than passed on: one NaN
 //                would turn every normalised mel value of the clip into NaN);
@@ -57,11 +85,15 @@ struct AudioLimits {
 //                FLAC/Ogg file). Two documented exceptions, as libsndfile (and so soundfile, and so the
 //                reference) reads them: a WAV/AIFF-style file whose data chunk is cut short is read up
 //                to the end of the bytes present; an MP3 is read to its end (its declared length is an
-//                estimate);
+//                estimate). Through FFmpeg a file may fall short of its container's length by two codec
+//                frames (priming and the last partial frame), and a length estimated from the bitrate
+//                (ADTS AAC) is not checked;
+//   Unimplemented  an audio codec this FFmpeg cannot decode;
 //   OutOfRange   longer than limits.max_seconds or more than limits.max_samples samples.
 Result<AudioBuffer> ReadAudioFile(const std::string& path, const AudioLimits& limits = {});
 
-// The same from an in-memory file image (libsndfile virtual I/O; `bytes` must outlive the call only).
+// The same from an in-memory file image (libsndfile virtual I/O or an FFmpeg AVIOContext; `bytes` must
+// outlive the call only).
 Result<AudioBuffer> ReadAudioMemory(std::string_view bytes, const AudioLimits& limits = {});
 
 // Headerless little-endian PCM: kS16 -> x / 32768 (as a PCM16 WAV reads), kF32 as stored. bytes.size()

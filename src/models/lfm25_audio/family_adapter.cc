@@ -3,6 +3,7 @@
 // streaming detokenizer, the detokenizer on its own, and the registry entry that claims its files.
 // Compiled into the API library (lfmvox_family in CMakeLists.txt), not into lfmvox_lfm25.
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -25,6 +26,10 @@ namespace {
 const std::string kAsrSystemPrompt = "Perform ASR.";
 const std::string kChatSystemPrompt = "Respond with interleaved text and audio.";
 const std::string kDefaultVoice = "US female";
+
+double MsSince(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
 
 Sampling ToSampling(const SamplingParams& p) { return {p.temperature, p.top_k}; }
 
@@ -72,9 +77,15 @@ class Bridge final : public GenerationSink {
   // Ends the current stretch of speech: the detokenizer's tail, then a fresh stream.
   Status FlushSpeech() {
     if (!out_.on_pcm || detok_->frames() == 0) return Status::Ok();
+    const auto t0 = std::chrono::steady_clock::now();
     LFM_ASSIGN_OR_RETURN(const size_t n, Flush(*model_.detokenizer(), *detok_, pcm_));
+    detokenizer_ms_ += MsSince(t0);
     return Deliver(n);
   }
+
+  // The detokenizer's wall time for this generation (the batched pass charged whole to each session).
+  void AddDetokenizerMs(double ms) { detokenizer_ms_ += ms; }
+  double detokenizer_ms() const { return detokenizer_ms_; }
 
   size_t samples() const { return samples_; }
   std::span<const int32_t> frame() const { return clamped_; }
@@ -91,6 +102,7 @@ class Bridge final : public GenerationSink {
   std::string piece_;
   bool pending_ = false;
   size_t samples_ = 0;
+  double detokenizer_ms_ = 0;
 };
 
 class Lfm25FamilySession;
@@ -190,6 +202,8 @@ class Lfm25FamilySession final : public FamilySession {
     }
     Status flushed = bridge_->FlushSpeech();
     const size_t samples = bridge_->samples();
+    StageTimings timings = session_->TakeTimings();
+    timings.detokenizer_ms = bridge_->detokenizer_ms();
     bridge_.reset();
     LFM_RETURN_IF_ERROR(session_->generation_status());
     LFM_RETURN_IF_ERROR(flushed);
@@ -201,6 +215,7 @@ class Lfm25FamilySession final : public FamilySession {
     s.ended = r.ended;
     s.context_full = r.context_full;
     s.cancelled = r.cancelled;
+    s.timings = timings;
     return s;
   }
 
@@ -362,10 +377,13 @@ class Lfm25FamilyModel final : public FamilyModel {
       w.requests.push_back({b->detok(), b->frame(), b->pcm(), 0});
     }
     if (w.requests.empty()) return Status::Ok();
+    const auto t0 = std::chrono::steady_clock::now();
     if (Status st = StepStreams(*m_->detokenizer(), w.requests, w.detok, team); !st.ok()) {
       for (Lfm25FamilySession* s : w.speaking) s->session()->Abort(st);
       return Status::Ok();
     }
+    const double detok_ms = MsSince(t0);
+    for (Lfm25FamilySession* s : w.speaking) s->bridge()->AddDetokenizerMs(detok_ms);
     for (size_t i = 0; i < w.speaking.size(); ++i) {
       Status st = w.speaking[i]->bridge()->Deliver(w.requests[i].written);
       if (!st.ok()) w.speaking[i]->session()->Abort(std::move(st));

@@ -1,6 +1,7 @@
 #include "models/lfm25_audio/session.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 
@@ -15,6 +16,10 @@ namespace lfmvox {
 namespace fs = std::filesystem;
 
 namespace {
+
+double MsSince(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
 
 Result<int32_t> Special(const Tokenizer& tok, const char* name, const std::string& path) {
   std::optional<int32_t> id = tok.TokenId(name);
@@ -357,6 +362,7 @@ Status Lfm25Session::AppendAudioIn(std::span<const float> embeddings) {
 Status Lfm25Session::AppendAudio(const AudioBuffer& audio, ThreadTeam& team, TraceSink* sink) {
   TakeCancel();
   Lfm25Worker& w = *worker_;
+  const auto t0 = std::chrono::steady_clock::now();
   LFM_RETURN_IF_ERROR(w.mel_->ComputeFromAudio(audio, &w.features_));
   const size_t F = w.features_.frames;
   if (F > w.enc_->max_frames()) {
@@ -372,6 +378,7 @@ Status Lfm25Session::AppendAudio(const AudioBuffer& audio, ThreadTeam& team, Tra
   const size_t H = static_cast<size_t>(model_.config().lfm.hidden_size);
   LFM_RETURN_IF_ERROR(
       model_.encoder().Encode(w.features_.mel.data(), F, w.clip_.data(), *w.enc_, team, sink, &cancel_));
+  timings_.encoder_ms += MsSince(t0);
   return AppendAudioIn({w.clip_.data(), E * H});
 }
 
@@ -704,11 +711,23 @@ Status StepSessions(std::span<Lfm25Session* const> sessions, Lfm25Worker& w, Thr
       if (n < left) more = true;
     }
     if (total == 0) break;
-    const StageTimer timer(w.step_mode_, team, static_cast<double>(total));  // parallel or inline, by measure
-    LFM_RETURN_IF_ERROR(Lfm2Forward(stack, w.states_, w.rows_, x, w.backbone_, team, nullptr));
+    const auto t0 = std::chrono::steady_clock::now();
+    {
+      const StageTimer timer(w.step_mode_, team, static_cast<double>(total));  // parallel or inline
+      LFM_RETURN_IF_ERROR(Lfm2Forward(stack, w.states_, w.rows_, x, w.backbone_, team, nullptr));
+    }
+    const double pass_ms = MsSince(t0);
     size_t row = 0;
     for (size_t j = 0; j < w.states_.size(); ++j) {
       Lfm25Session* s = w.feeding_[w.slot_[j]];
+      StageTimings& t = s->timings_;
+      if (w.rows_[j] > 1) {
+        t.prefill_ms += pass_ms;
+        t.prefill_positions += static_cast<int>(w.rows_[j]);
+      } else {
+        t.backbone_step_ms += pass_ms;
+        ++t.backbone_steps;
+      }
       row += w.rows_[j];
       s->cached_ += w.rows_[j];
       if (s->cached_ == s->history_.size()) {  // fed: its last row is the state to sample from
@@ -734,7 +753,12 @@ Status StepSessions(std::span<Lfm25Session* const> sessions, Lfm25Worker& w, Thr
     }
   }
   const size_t V = static_cast<size_t>(model.backbone().vocab());
-  if (!w.text_.empty()) model.backbone().TextLogits(w.ht_.data(), w.text_.size(), w.logits_.data(), team);
+  if (!w.text_.empty()) {
+    const auto t0 = std::chrono::steady_clock::now();
+    model.backbone().TextLogits(w.ht_.data(), w.text_.size(), w.logits_.data(), team);
+    const double head_ms = MsSince(t0);
+    for (Lfm25Session* s : w.text_) s->timings_.backbone_step_ms += head_ms;
+  }
   for (size_t t = 0; t < w.text_.size(); ++t) {
     Lfm25Session* s = w.text_[t];
     Result<int32_t> id = s->text_sampler_.Sample({w.logits_.data() + t * V, V}, s->rng_);
@@ -747,9 +771,15 @@ Status StepSessions(std::span<Lfm25Session* const> sessions, Lfm25Worker& w, Thr
 
   // 4. Audio sessions: one depthformer pass for all their frames.
   if (!w.audio_.empty()) {
+    const auto t0 = std::chrono::steady_clock::now();
     if (Status st = SampleAudioFrames(model.depthformer(), w.requests_, w.depth_, team, nullptr); !st.ok()) {
       for (Lfm25Session* s : w.audio_) s->Finish(st);
       return Status::Ok();
+    }
+    const double depth_ms = MsSince(t0);
+    for (Lfm25Session* s : w.audio_) {
+      s->timings_.depth_ms += depth_ms;
+      ++s->timings_.depth_frames;
     }
     for (Lfm25Session* s : w.audio_) s->OnFrame();
   }

@@ -18,6 +18,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "base/status.h"
@@ -226,6 +227,9 @@ class Lfm25Session {
   // Stops the generation with `status` (a consumer of its items failed after the step); the
   // first error is the one generation_status() keeps.
   void Abort(Status status) { Finish(std::move(status)); }
+  // The stages' wall time since the last call (encoder, prefill, backbone steps, depth head; the
+  // detokenizer is the caller's), and a fresh count from here.
+  StageTimings TakeTimings() { return std::exchange(timings_, StageTimings{}); }
 
   // Keeps the first `positions` positions of the history and drops the rest
   // (barge-in: the model should remember only what the listener heard). The
@@ -301,6 +305,7 @@ class Lfm25Session {
   size_t cached_ = 0;               // history positions already in the backbone cache
   std::vector<int32_t> frame_;      // [num_codebooks] the frame being sampled
   Generation gen_;
+  StageTimings timings_;
   std::atomic<bool> cancel_{false};
 };
 
