@@ -18,7 +18,7 @@ namespace HWY_NAMESPACE {
 struct Q4_0Blocks {
   static constexpr const char* kName = "Q4_0";
   static constexpr size_t kBlockElems = 32, kBlockBytes = kQ4_0BlockBytes, kGroups = 1;
-  static constexpr size_t kScaleAt = 0, kXSideScale = 8, kNrR1 = 8;
+  static constexpr size_t kScaleAt = 0, kXSideScale = 8;
 #if LFMVOX_QUANT_INTRINSICS
   // Four blocks a step (matmul_quant-inl.h). Block j's code byte i holds
   // weights i (low nibble) and i + 16 (high). With L = code bytes [0, 8) of

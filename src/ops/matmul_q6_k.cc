@@ -23,7 +23,7 @@ namespace HWY_NAMESPACE {
 struct Q6_KBlocks {
   static constexpr const char* kName = "Q6_K";
   static constexpr size_t kBlockElems = 256, kBlockBytes = kQ6_KBlockBytes, kGroups = 8;
-  static constexpr size_t kScaleAt = kQ6_KD, kXSideScale = 32, kNrR1 = 4;
+  static constexpr size_t kScaleAt = kQ6_KD, kXSideScale = 32;
   // Group g = 4h + t covers weights 128h + 32t + l, l < 32: low bits in the
   // ql bytes 64h + 32(t & 1) + l (low nibbles for t < 2, high for t ≥ 2),
   // high bits at qh[32h + l] >> 2t, sub-scales scales[8h + 2t] (l < 16) and

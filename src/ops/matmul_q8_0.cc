@@ -17,7 +17,7 @@ namespace HWY_NAMESPACE {
 struct Q8_0Blocks {
   static constexpr const char* kName = "Q8_0";
   static constexpr size_t kBlockElems = 32, kBlockBytes = kQ8_0BlockBytes, kGroups = 1;
-  static constexpr size_t kScaleAt = 0, kXSideScale = 0, kNrR1 = 8;
+  static constexpr size_t kScaleAt = 0, kXSideScale = 0;
 #if LFMVOX_QUANT_INTRINSICS
   // Two blocks a step (matmul_quant-inl.h): A = values [0, 16) of both
   // blocks (one per 128-bit lane), B = [16, 32); X's record: its A, its B,

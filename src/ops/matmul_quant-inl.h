@@ -10,7 +10,7 @@
 //
 // A decoder (matmul_q8_0.cc, matmul_q4_0.cc, matmul_q6_k.cc) has
 //   kBlockElems, kBlockBytes, kGroups = kBlockElems / 32, kScaleAt (the
-//   byte offset of the block's f16 d_w), kNrR1 (W rows per tile at m = 1);
+//   byte offset of the block's f16 d_w);
 //   and per target flavour (see kIntrinsics below):
 //   Codes Decode(const uint8_t* block, size_t g): group g's weights, reused
 //       for every X row of a tile;
@@ -168,17 +168,20 @@ struct QuantArgs {
 };
 
 // The tile shapes: accumulators R·NR, plus one decoded group live at once.
-// R = 1 takes the format's kNrR1: 8 for the 32-blocks (more W rows share
-// each X group's load, correction and scale), 4 for Q6_K, whose NR block
-// scales stay live across its 8 groups. Larger R shares each decoded W group
-// among more X rows. m ≥ 4 runs 4×2 tiles: 8 accumulators leave the decoded
-// group, its scale, the constants and temporaries in the 16 AVX2 registers.
-// Hot [2048×2048], 1 thread, GFLOP/s at m = 64 (Q8_0 / Q4_0 / Q6_K): the
-// former 6×1 tiles 55 / 57 / 50; 4×3 spilled accumulators 64 / 65 / 42;
-// 4×2 (with every tile loop unrolled, without which GCC kept the
-// accumulator array on the stack) 63 / 71 / 61. With the steps of Q8_0 and
-// Q4_0 (L2-resident [192×2048], `bench_quant 0.15 l2`, best of 3 on a loaded
-// machine): Q8_0 59 → 66, Q4_0 64 → 101; the 4×2 main loops do not spill.
+// R = 1 (decode) runs 1×4 for every format: with 8 W rows the 32-blocks' steps
+// (decoded codes, d_w, temporaries) left no room for 8 accumulators and GCC
+// spilled them, one store and one reload per step (L2-resident [192×2048], 1
+// thread, best of 3, load 7–10: Q4_0 19.1 → 19.9 GB/s, Q8_0 24.5–24.9 →
+// 25.6–27.0); Q6_K's NR block scales stay live across its 8 groups. Larger R
+// shares each decoded W group among more X rows. m ≥ 4 runs 4×2 tiles: 8
+// accumulators leave the decoded group, its scale, the constants and
+// temporaries in the 16 AVX2 registers. Hot [2048×2048], 1 thread, GFLOP/s at
+// m = 64 (Q8_0 / Q4_0 / Q6_K): the former 6×1 tiles 55 / 57 / 50; 4×3 spilled
+// accumulators 64 / 65 / 42; 4×2 (with every tile loop unrolled, without
+// which GCC kept the accumulator array on the stack) 63 / 71 / 61. With the
+// steps of Q8_0 and Q4_0 (L2-resident [192×2048], `bench_quant 0.15 l2`, best
+// of 3 on a loaded machine): Q8_0 59 → 66, Q4_0 64 → 101; the 4×2 main loops
+// do not spill.
 constexpr size_t kQNrForR[] = {0, 4, 4, 3, 2};
 constexpr size_t kQMR = 4;
 // For m > kQMR: X rows processed against each W row block while they stay in
@@ -211,7 +214,7 @@ HWY_NOINLINE void QTile(const QuantArgs& a, size_t i, size_t j) {
     for (size_t c = 0; c < NR; ++c) PrefetchBlock<Fmt>(w + (c + NR) * rb + b * Fmt::kBlockBytes);
     if constexpr (R == 1 && Fmt::kGroups == 1) {
       // One X row, one group a block: each W row decoded and used at once,
-      // so that NR = 8 accumulators fit the 16 registers of AVX2.
+      // so that the NR accumulators and the X group share the registers.
       const auto xv = QLoadX(x + 64 * b);
       const auto xs = QLoadXS(x + 64 * b + 32);
       const QScale dx = QLoadXScale(x + a.d_at + 4 * b);
@@ -453,7 +456,7 @@ void QSweep(const QuantArgs& a, size_t i0, size_t i1, size_t j0, size_t j1) {
 template <class Fmt, size_t R = 1>
 HWY_INLINE void QSweepSmallM(const QuantArgs& a, size_t m, size_t j0, size_t j1) {
   if constexpr (R < kQMR) {
-    if (m == R) return QSweep < R == 1 ? Fmt::kNrR1 : kQNrForR[R], R, R, Fmt > (a, 0, m, j0, j1);
+    if (m == R) return QSweep<kQNrForR[R], R, R, Fmt>(a, 0, m, j0, j1);
     QSweepSmallM<Fmt, R + 1>(a, m, j0, j1);
   }
 }
