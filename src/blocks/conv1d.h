@@ -5,7 +5,7 @@
 // Both read a window of time-major input rows [k_in − 1 + n, in]: the k_in − 1 rows before the call
 // (history: zeros at a stream's start) then the call's n rows, contiguous. Output row t is then one
 // product of W with the window's rows t .. t + k_in − 1, read in place as one row of k_in·in values
-// (ops::MatMul with the X row stride `in`), so each output row depends only on its own inputs: a
+// (ops::PackedMatMul with the X row stride `in`), so each output row depends only on its own inputs: a
 // sequence convolved in pieces equals the sequence convolved at once, bit for bit.
 // Weights are reordered once at load so that a row of W matches such a window (tap-major), and packed
 // for ops::PackedMatMul (which reads them once per call, not once per row). The history

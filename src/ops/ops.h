@@ -5,8 +5,9 @@
 // once per weight format with that format's row decoder (matmul_f32.cc,
 // matmul_bf16.cc, matmul_f16.cc), the integer engine for the GGUF block
 // formats (matmul_quant-inl.h: matmul_q8_0.cc, matmul_q4_0.cc,
-// matmul_q6_k.cc; matmul.cc picks one per call), and the
-// element-wise kernels (elementwise.cc). Model code calls only what is
+// matmul_q6_k.cc; matmul.cc picks one per call), the panel kernel for
+// packed weights (packed_matmul.cc), and the element-wise kernels
+// (elementwise.cc). Model code calls only what is
 // declared here.
 //
 // Conventions: matrices are row-major; a weight matrix is PyTorch's Linear
