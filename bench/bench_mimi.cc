@@ -4,10 +4,14 @@
 //   gflop_per_frame (2 × the multiply-adds of MimiDecoder::macs_per_frame, attention at full context),
 //   matmul_peak_gflops: the best rate ops::MatMul reaches on an in-cache f32 product with this team
 //   (this build's practical FMA ceiling), compute_floor_ms = FLOPs ÷ that peak,
-//   weight_mb_per_call and bandwidth_floor_ms = weight bytes ÷ measured DRAM read bandwidth.
+//   weight_mb_per_call and bandwidth_floor_ms = weight bytes ÷ measured DRAM read bandwidth,
+//   cpu_ms_per_frame: the process's CPU time over the timed calls (all threads, spinning included), which
+//   on a shared, loaded machine says more than the wall clock about the code itself.
 //   bench_mimi [--model PATH] [--frames N] [--per-call 1,4] [--threads 1,2]
 // Without --model it uses ../shared/oracle/mimi_real when present, else writes a random real-size
 // checkpoint (bf16, as the oracle) to a temp folder.
+#include <time.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -39,6 +43,12 @@ double MatMulPeak(ThreadTeam& team) {
     best = std::max(best, 20.0 * 2.0 * m * n * k / (bench::Now() - t0));
   }
   return best / 1e9;
+}
+
+double ProcessCpuSeconds() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
 }
 
 // Time between successive trace boundaries, summed per boundary name: where a frame's time goes.
@@ -130,7 +140,7 @@ int main(int argc, char** argv) {
       const size_t calls = static_cast<size_t>(frames) / fpc;
       for (size_t warm = 0; warm < 2; ++warm) (void)(*s)->Step(std::span(codes).first(fpc * C), pcm, team);
       (*s)->Reset();
-      const double t_all = bench::Now();
+      const double t_all = bench::Now(), cpu0 = ProcessCpuSeconds();
       for (size_t i = 0; i < calls; ++i) {
         const double t0 = bench::Now();
         Result<size_t> n = (*s)->Step(std::span(codes).subspan(i * fpc * C, fpc * C), pcm, team);
@@ -141,6 +151,7 @@ int main(int argc, char** argv) {
         per_frame.push_back((bench::Now() - t0) * 1e3 / static_cast<double>(fpc));
       }
       const double mean = (bench::Now() - t_all) * 1e3 / static_cast<double>(calls * fpc);
+      const double cpu_ms = (ProcessCpuSeconds() - cpu0) * 1e3 / static_cast<double>(calls * fpc);
       std::sort(per_frame.begin(), per_frame.end());
       const double p50 = per_frame[per_frame.size() / 2], p99 = per_frame[per_frame.size() * 99 / 100];
       const double wbytes = static_cast<double>(m.weight_bytes());
@@ -150,10 +161,10 @@ int main(int argc, char** argv) {
           "\"ms_per_frame\":%.3f,\"p50_ms\":%.3f,\"p99_ms\":%.3f,\"x_real_time\":%.2f,\"gflop_per_frame\":%."
           "3f,"
           "\"gflops\":%.1f,\"matmul_peak_gflops\":%.1f,\"compute_floor_ms\":%.3f,\"weight_mb_per_call\":%.1f,"
-          "\"dram_gbps\":%.1f,\"bandwidth_floor_ms\":%.3f,\"load\":%.2f}\n",
+          "\"dram_gbps\":%.1f,\"bandwidth_floor_ms\":%.3f,\"cpu_ms_per_frame\":%.3f,\"load\":%.2f}\n",
           bench::CpuModel().c_str(), ops::ChosenTarget(), threads, fpc, calls * fpc, mean, p50, p99,
           frame_ms / mean, flops / 1e9, flops / (mean * 1e-3) / 1e9, peak, flops / (peak * 1e9) * 1e3,
-          wbytes / 1e6, bw / 1e9, wbytes / bw * 1e3 / static_cast<double>(fpc), bench::LoadAverage());
+          wbytes / 1e6, bw / 1e9, wbytes / bw * 1e3 / static_cast<double>(fpc), cpu_ms, bench::LoadAverage());
       std::fflush(stdout);
       if (fpc == 1) {  // where the time goes, one frame per call (the boundaries cost one call each)
         StageTimer timer;

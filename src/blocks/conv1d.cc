@@ -1,6 +1,7 @@
 #include "blocks/conv1d.h"
 
 #include <cstring>
+#include <vector>
 
 #include "blocks/weights.h"
 #include "tensor/matrix.h"
@@ -32,11 +33,11 @@ Status LoadBias(const Checkpoint& ckpt, const std::string& name, int64_t out, si
 }  // namespace
 
 void CausalConv1d::Forward(const float* window, size_t n, float* y, size_t ldy, ThreadTeam& team) const {
-  ops::MatMul(window, n, in, w, bias.size() ? bias.data() : nullptr, y, ldy, team);
+  ops::PackedMatMul(window, n, in, w, bias.size() ? bias.data() : nullptr, y, ldy, team);
 }
 
 void CausalConvTranspose1d::Forward(const float* window, size_t n, float* y, ThreadTeam& team) const {
-  ops::MatMul(window, n, in, w, bias.size() ? bias.data() : nullptr, y, stride * out, team);
+  ops::PackedMatMul(window, n, in, w, bias.size() ? bias.data() : nullptr, y, stride * out, team);
 }
 
 Status LoadCausalConv1d(const Checkpoint& ckpt, const std::string& name, int64_t in, int64_t out, int64_t k,
@@ -47,14 +48,14 @@ Status LoadCausalConv1d(const Checkpoint& ckpt, const std::string& name, int64_t
   LFM_ASSIGN_OR_RETURN(WeightFormat f, PlainFormat(t, name + ".weight"));
   const size_t es = DTypeSize(t.dtype);
   conv->in = in, conv->out = out, conv->k = k;
-  conv->storage_.assign(static_cast<size_t>(out * in * k) * es, 0);
+  std::vector<uint8_t> reordered(static_cast<size_t>(out * in * k) * es);
   const auto* src = static_cast<const uint8_t*>(t.data);
-  uint8_t* dst = conv->storage_.data();
+  uint8_t* dst = reordered.data();
   for (int64_t o = 0; o < out; ++o)
     for (int64_t i = 0; i < in; ++i)
       for (int64_t j = 0; j < k; ++j)
         std::memcpy(dst + ((o * k + j) * in + i) * es, src + ((o * in + i) * k + j) * es, es);
-  conv->w = ops::Weight::Dense(f, dst, out, k * in, k * in);
+  conv->w = ops::PackWeight(ops::Weight::Dense(f, dst, out, k * in, k * in));
   conv->bias.Reset(0);
   if (with_bias) LFM_RETURN_IF_ERROR(LoadBias(ckpt, name, out, 1, &conv->bias));
   return Status::Ok();
@@ -74,9 +75,9 @@ Status LoadCausalConvTranspose1d(const Checkpoint& ckpt, const std::string& name
   const size_t es = DTypeSize(t.dtype);
   const int64_t m = k / stride;
   conv->in = in, conv->out = out, conv->k = k, conv->stride = stride;
-  conv->storage_.assign(static_cast<size_t>(in * out * k) * es, 0);
+  std::vector<uint8_t> reordered(static_cast<size_t>(in * out * k) * es);
   const auto* src = static_cast<const uint8_t*>(t.data);
-  uint8_t* dst = conv->storage_.data();
+  uint8_t* dst = reordered.data();
   for (int64_t r = 0; r < stride; ++r)
     for (int64_t o = 0; o < out; ++o)
       for (int64_t q = 0; q < m; ++q)
@@ -84,7 +85,7 @@ Status LoadCausalConvTranspose1d(const Checkpoint& ckpt, const std::string& name
           const int64_t row = r * out + o, col = (m - 1 - q) * in + i;
           std::memcpy(dst + (row * m * in + col) * es, src + ((i * out + o) * k + q * stride + r) * es, es);
         }
-  conv->w = ops::Weight::Dense(f, dst, stride * out, m * in, m * in);
+  conv->w = ops::PackWeight(ops::Weight::Dense(f, dst, stride * out, m * in, m * in));
   conv->bias.Reset(0);
   if (with_bias) LFM_RETURN_IF_ERROR(LoadBias(ckpt, name, out, static_cast<size_t>(stride), &conv->bias));
   return Status::Ok();

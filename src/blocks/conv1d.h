@@ -5,9 +5,10 @@
 // Both read a window of time-major input rows [k_in − 1 + n, in]: the k_in − 1 rows before the call
 // (history: zeros at a stream's start) then the call's n rows, contiguous. Output row t is then one
 // product of W with the window's rows t .. t + k_in − 1, read in place as one row of k_in·in values
-// (ops::MatMul with the X row stride `in`), so each output row depends only on its own inputs: a
+// (ops::PackedMatMul with the X row stride `in`), so each output row depends only on its own inputs: a
 // sequence convolved in pieces equals the sequence convolved at once, bit for bit.
-// Weights are reordered once at load so that a row of W matches such a window (tap-major). The history
+// Weights are reordered once at load so that a row of W matches such a window (tap-major), and packed
+// for ops::PackedMatMul (which reads them once per call, not once per row). The history
 // is the caller's (a stream's state): History(window, n) is where the rows to keep for the next call start.
 // Shapes: rows of `in` or `out` channels; k the kernel, s the stride, m = k / s input taps.
 #pragma once
@@ -27,9 +28,8 @@ class ThreadTeam;
 
 // y[t, o] = b[o] + Σ_{j<k} Σ_i w[o, i, j] · u[t − (k − 1) + j, i], u the history then the input.
 struct CausalConv1d {
-  ops::Weight w;                  // [out, k·in]: column j·in + i holds the checkpoint's w[o, i, j]
-  AlignedBuffer<float> bias;      // [out], empty when the layer has none
-  std::vector<uint8_t> storage_;  // the reordered weights w points into
+  ops::PackedWeight w;        // [out, k·in]: column j·in + i holds the checkpoint's w[o, i, j]
+  AlignedBuffer<float> bias;  // [out], empty when the layer has none
   size_t in = 0, out = 0, k = 0;
 
   size_t history_rows() const { return k - 1; }
@@ -42,9 +42,8 @@ struct CausalConv1d {
 // y[n·s + r, o] = b[o] + Σ_{q<m} Σ_i x[n − q, i] · w[i, o, q·s + r], for r < s: every input row makes s
 // output rows, the last m − 1 input rows are the history (the "partial" outputs moshi keeps, in input form).
 struct CausalConvTranspose1d {
-  ops::Weight w;  // [s·out, m·in]: row r·out + o, column (m − 1 − q)·in + i = w[i, o, q·s + r]
-  AlignedBuffer<float> bias;      // [s·out]: the checkpoint's [out] bias once per output phase r
-  std::vector<uint8_t> storage_;  // the reordered weights w points into
+  ops::PackedWeight w;  // [s·out, m·in]: row r·out + o, column (m − 1 − q)·in + i = w[i, o, q·s + r]
+  AlignedBuffer<float> bias;  // [s·out]: the checkpoint's [out] bias once per output phase r
   size_t in = 0, out = 0, k = 0, stride = 0;
 
   size_t taps() const { return k / stride; }
@@ -56,7 +55,7 @@ struct CausalConvTranspose1d {
 };
 
 // Loads `<name>.weight` [out, in, k] (and `<name>.bias` [out] when with_bias) stored as F32, BF16 or F16,
-// reordered in its own format.
+// reordered and packed (BF16 stays BF16, F16 is widened to F32).
 Status LoadCausalConv1d(const Checkpoint& ckpt, const std::string& name, int64_t in, int64_t out, int64_t k,
                         bool with_bias, CausalConv1d* conv);
 // Loads `<name>.weight` [in, out, k] (and `<name>.bias` [out]); k must be a multiple of the stride.

@@ -5,8 +5,9 @@
 // once per weight format with that format's row decoder (matmul_f32.cc,
 // matmul_bf16.cc, matmul_f16.cc), the integer engine for the GGUF block
 // formats (matmul_quant-inl.h: matmul_q8_0.cc, matmul_q4_0.cc,
-// matmul_q6_k.cc; matmul.cc picks one per call), and the
-// element-wise kernels (elementwise.cc). Model code calls only what is
+// matmul_q6_k.cc; matmul.cc picks one per call), the panel kernel for
+// packed weights (packed_matmul.cc), and the element-wise kernels
+// (elementwise.cc). Model code calls only what is
 // declared here.
 //
 // Conventions: matrices are row-major; a weight matrix is PyTorch's Linear
@@ -17,6 +18,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "base/aligned.h"
 #include "tensor/dtype.h"
 #include "tensor/matrix.h"
 
@@ -53,6 +55,32 @@ bool HasMatMulKernel(WeightFormat f);
 // for bit.
 void MatMul(const float* x, size_t m, size_t ldx, const Weight& w, const float* bias, float* y, size_t ldy,
             ThreadTeam& team);
+
+// A weight matrix W [rows = n, cols = k] repacked once (at load) for
+// PackedMatMul: column panels of kPackedPanel W rows, each panel k steps of
+// kPackedPanel values (W[16p + c, q] at q·16 + c), the last panel zero padded.
+// BF16 weights stay BF16 (same bytes as stored); every other format is
+// widened to F32 (its exact dequantized values).
+inline constexpr size_t kPackedPanel = 16;
+struct PackedWeight {
+  WeightFormat format = WeightFormat::kF32;  // kF32 or kBF16: the panels' elements
+  size_t rows = 0, cols = 0;
+  AlignedBuffer<uint8_t> data;
+  size_t panels() const { return (rows + kPackedPanel - 1) / kPackedPanel; }
+  size_t bytes() const { return data.size(); }
+};
+PackedWeight PackWeight(const Weight& w);
+
+// Y[m, n] = X[m, k] · W[n, k]ᵀ (+ bias[n]) for a PackedWeight: the kernel for
+// products with many X rows (convolutions over time), which reads W once per
+// block of up to 192 X rows, with no horizontal sums. Each Y element is
+// acc = bias (or 0), then acc = fma(x[q], w[q], acc) for q = 0, 1, … k − 1 in
+// order (mul then add on a target without FMA): it depends only on its X row,
+// its W row and the bias, never on m, the team size, the split of n or
+// alignment, so a sequence multiplied in pieces equals it multiplied at once,
+// bit for bit. Panels are split across the team. y must not alias x.
+void PackedMatMul(const float* x, size_t m, size_t ldx, const PackedWeight& w, const float* bias, float* y,
+                  size_t ldy, ThreadTeam& team);
 
 // Dot product of two f32 vectors.
 float Dot(const float* a, const float* b, size_t n);
@@ -136,6 +164,9 @@ void QuantizeActivations(const float* x, size_t k, int8_t* q, float* d);
 // a SIMD summation adds.
 void MatMulQuantized(const float* x, size_t m, size_t ldx, const Weight& w, const float* bias, float* y,
                      size_t ldy, double* mag);
+// Sequential std::fma over k, as the SIMD kernel on an FMA target.
+void PackedMatMul(const float* x, size_t m, size_t ldx, const PackedWeight& w, const float* bias, float* y,
+                  size_t ldy);
 float Dot(const float* a, const float* b, size_t n);
 void RmsNorm(const float* x, const float* w, size_t n, float eps, float* y);
 void RopeSplitHalf(float* x, size_t d, const float* cos, const float* sin);

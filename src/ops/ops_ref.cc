@@ -40,6 +40,25 @@ void MatMul(const float* x, size_t m, size_t ldx, const Weight& w, const float* 
   }
 }
 
+void PackedMatMul(const float* x, size_t m, size_t ldx, const PackedWeight& w, const float* bias, float* y,
+                  size_t ldy) {
+  const size_t k = w.cols;
+  for (size_t j = 0; j < w.rows; ++j) {
+    const size_t at = j / kPackedPanel * k * kPackedPanel + j % kPackedPanel;
+    for (size_t i = 0; i < m; ++i) {
+      float s = bias != nullptr ? bias[j] : 0.0f;
+      for (size_t q = 0; q < k; ++q) {
+        const size_t e = at + q * kPackedPanel;
+        const float wq = w.format == WeightFormat::kBF16
+                             ? Bf16ToF32(reinterpret_cast<const uint16_t*>(w.data.data())[e])
+                             : reinterpret_cast<const float*>(w.data.data())[e];
+        s = std::fma(x[i * ldx + q], wq, s);
+      }
+      y[i * ldy + j] = s;
+    }
+  }
+}
+
 void QuantizeActivations(const float* x, size_t k, int8_t* q, float* d) {
   for (size_t b = 0; b < k / 32; ++b) {
     float amax = 0.0f;

@@ -516,6 +516,52 @@ TEST(MatMulQuant, AccumulateRowIsExactDequantizationEveryTarget) {
   });
 }
 
+// PackedMatMul (a PackWeight of every plain format) against ref::MatMul, and
+// its determinism contract. Sizes cross the tile (6 rows), panel (16 columns),
+// k block (256) and row block (192) boundaries. Integers: exact. Normal data:
+// each output is a sequential sum of k + 1 terms (bias first), each step one
+// fma (or a product and a sum, two roundings), so
+// |simd − ref| ≤ γ_{2k+2}·(Σ|x·w| + |bias|) < (2k + 2)·ε·(Σ|x·w| + |bias|).
+TEST(PackedMatMul, MatchesReferenceAndIsDeterministicEveryTarget) {
+  ThreadTeam team1(1), team2(2);
+  Margin margin("PackedMatMul");
+  ForEachTarget([&] {
+    Rng rng(11);
+    for (auto [m, n, k] :
+         {std::array<size_t, 3>{1, 1, 1}, {2, 17, 3584}, {7, 33, 300}, {200, 40, 65}, {13, 5, 0}}) {
+      for (bool integers : {true, false}) {
+        MatMulCase c(m, n, k, 1, integers, rng);
+        for (WeightFormat t : kPlainFormats) {
+          const PackedWeight pw = PackWeight(c.W(t));
+          ASSERT_EQ(pw.format, t == WeightFormat::kBF16 ? WeightFormat::kBF16 : WeightFormat::kF32);
+          std::vector<float> want(m * n), got(m * n), part(m * n);  // [m, n]
+          ref::MatMul(c.x.p, m, c.ldx, c.W(t), c.bias.p, want.data(), n);
+          PackedMatMul(c.x.p, m, c.ldx, pw, c.bias.p, got.data(), n, team2);
+          for (size_t i = 0; i < m; ++i) {
+            for (size_t j = 0; j < n; ++j) {
+              double mag = std::abs(c.bias[j]);
+              for (size_t q = 0; q < k; ++q) mag += std::abs(double{c.x[i * c.ldx + q]} * c.w32[j * k + q]);
+              const double err = std::abs(double{got[i * n + j]} - want[i * n + j]);
+              if (integers) {
+                ASSERT_EQ(got[i * n + j], want[i * n + j])
+                    << WeightFormatName(t) << " (" << i << "," << j << ")";
+              } else {
+                ASSERT_TRUE(margin.Check(err, (2.0 * k + 2) * kEps * mag))
+                    << WeightFormatName(t) << " m=" << m << " k=" << k << " (" << i << "," << j << ")";
+              }
+            }
+          }
+          // One row at a time on one thread: the same bits.
+          for (size_t i = 0; i < m; ++i)
+            PackedMatMul(c.x.p + i * c.ldx, 1, c.ldx, pw, c.bias.p, part.data() + i * n, n, team1);
+          for (size_t e = 0; e < m * n; ++e)
+            ASSERT_TRUE(SameBits(part[e], got[e])) << WeightFormatName(t) << e;
+        }
+      }
+    }
+  });
+}
+
 TEST(MatMul, ZeroKGivesBias) {
   ThreadTeam team(1);
   const float bias[3] = {1.0f, -2.0f, 0.5f};

@@ -176,10 +176,15 @@ Result<std::unique_ptr<MimiDecoder>> MimiDecoder::Load(std::optional<MimiConfig>
     Layer& l = m->layers_[i];
     LFM_RETURN_IF_ERROR(at(LoadLayerNorm(ck, p + ".norm1", H, c.norm_eps, &l.norm1)));
     LFM_RETURN_IF_ERROR(at(LoadLayerNorm(ck, p + ".norm2", H, c.norm_eps, &l.norm2)));
-    LFM_ASSIGN_OR_RETURN(l.in_proj, LoadMatrix(ck, InProjName(ck, p), 3 * H, H));
-    LFM_ASSIGN_OR_RETURN(l.out_proj, LoadMatrix(ck, p + ".self_attn.out_proj.weight", H, H));
-    LFM_ASSIGN_OR_RETURN(l.linear1, LoadMatrix(ck, p + ".linear1.weight", F, H));
-    LFM_ASSIGN_OR_RETURN(l.linear2, LoadMatrix(ck, p + ".linear2.weight", H, F));
+    // Packed once for ops::PackedMatMul: a call's latent steps read each matrix once.
+    LFM_ASSIGN_OR_RETURN(ops::Weight in_proj, LoadMatrix(ck, InProjName(ck, p), 3 * H, H));
+    LFM_ASSIGN_OR_RETURN(ops::Weight out_proj, LoadMatrix(ck, p + ".self_attn.out_proj.weight", H, H));
+    LFM_ASSIGN_OR_RETURN(ops::Weight linear1, LoadMatrix(ck, p + ".linear1.weight", F, H));
+    LFM_ASSIGN_OR_RETURN(ops::Weight linear2, LoadMatrix(ck, p + ".linear2.weight", H, F));
+    l.in_proj = ops::PackWeight(in_proj);
+    l.out_proj = ops::PackWeight(out_proj);
+    l.linear1 = ops::PackWeight(linear1);
+    l.linear2 = ops::PackWeight(linear2);
     LFM_RETURN_IF_ERROR(at(LoadF32(ck, p + ".layer_scale_1.scale", Shape{H}, &l.ls1)));
     LFM_RETURN_IF_ERROR(at(LoadF32(ck, p + ".layer_scale_2.scale", Shape{H}, &l.ls2)));
   }
@@ -450,7 +455,7 @@ Result<size_t> MimiStep(const MimiDecoder& m, MimiState& st, std::span<const int
       float* kc = st.k_[li].data();
       float* vc = st.v_[li].data();
       l.norm1.Forward(x, L, H, xn, H);
-      ops::MatMul(xn, L, H, l.in_proj, nullptr, qkv, 3 * H, team);
+      ops::PackedMatMul(xn, L, H, l.in_proj, nullptr, qkv, 3 * H, team);
       for (size_t r = 0; r < L; ++r) {
         float cs[512];
         const float pos = static_cast<float>(pos0 + static_cast<int64_t>(r));
@@ -487,16 +492,16 @@ Result<size_t> MimiStep(const MimiDecoder& m, MimiState& st, std::span<const int
                        att + r * H + h * hd);
       });
       float* tmp = sc.tmp_.data();
-      ops::MatMul(att, L, H, l.out_proj, nullptr, tmp, H, team);
+      ops::PackedMatMul(att, L, H, l.out_proj, nullptr, tmp, H, team);
       for (size_t r = 0; r < L; ++r) {
         ops::Mul(tmp + r * H, l.ls1.data(), tmp + r * H, H);
         ops::Add(x + r * H, tmp + r * H, x + r * H, H);
       }
       l.norm2.Forward(x, L, H, xn, H);
       float* ff = sc.ff_.data();
-      ops::MatMul(xn, L, H, l.linear1, nullptr, ff, c.dim_feedforward, team);
+      ops::PackedMatMul(xn, L, H, l.linear1, nullptr, ff, c.dim_feedforward, team);
       ops::Gelu(ff, ff, L * c.dim_feedforward);
-      ops::MatMul(ff, L, c.dim_feedforward, l.linear2, nullptr, tmp, H, team);
+      ops::PackedMatMul(ff, L, c.dim_feedforward, l.linear2, nullptr, tmp, H, team);
       for (size_t r = 0; r < L; ++r) {
         ops::Mul(tmp + r * H, l.ls2.data(), tmp + r * H, H);
         ops::Add(x + r * H, tmp + r * H, x + r * H, H);

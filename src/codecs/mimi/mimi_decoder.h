@@ -85,10 +85,10 @@ class MimiDecoder {
 
   struct Layer {  // decoder_transformer.transformer.layers.{i}
     LayerNorm norm1, norm2;
-    ops::Weight in_proj;            // [3H, H] rows q | k | v, each heads × hd
-    ops::Weight out_proj;           // [H, H]
-    ops::Weight linear1;            // [F, H]
-    ops::Weight linear2;            // [H, F]
+    ops::PackedWeight in_proj;      // [3H, H] rows q | k | v, each heads × hd
+    ops::PackedWeight out_proj;     // [H, H]
+    ops::PackedWeight linear1;      // [F, H]
+    ops::PackedWeight linear2;      // [H, F]
     AlignedBuffer<float> ls1, ls2;  // [H] layer_scale_{1,2}.scale
   };
   struct Stage {               // decoder.model.{3i+2} and .{3i+3}

@@ -1,0 +1,195 @@
+// PackedMatMul: Y = X·Wᵀ for a PackedWeight (ops.h), in outer-product form.
+// A tile of kRows X rows × one panel of 16 W rows keeps kRows·16 sums in
+// registers; each step q broadcasts one X value per row and multiplies it into
+// the panel's 16 weights of step q, so no sum is ever split or reduced across
+// lanes (each output's sum is sequential in q, whatever the tile). Per block of
+// up to kBlockRows X rows and kBlockK steps, a panel's weights are widened once
+// to f32 into an L1-resident stack buffer and reused by every tile of the block;
+// between k blocks the partial sums wait in Y (exact f32 stores and reloads).
+// Compiled once per Highway target.
+// clang-format off
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "ops/packed_matmul.cc"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+// clang-format on
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "ops/ops.h"
+#include "ops/simd-inl.h"
+#include "tensor/dtype.h"
+#include "tensor/quant.h"
+#include "threading/thread_team.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace lfmvox::ops {
+namespace HWY_NAMESPACE {
+
+constexpr size_t kRows = 6;         // X rows per tile: 6 × 2 AVX2 accumulators + 2 weights + 1 x of 16
+constexpr size_t kBlockK = 256;     // steps per widened block: 16 KiB of f32, in L1
+constexpr size_t kBlockRows = 192;  // X rows per block: 192 KiB of X at kBlockK, in L2
+constexpr size_t kP = kPackedPanel;
+
+using DP = hn::CappedTag<float, kP>;
+using VP = hn::Vec<DP>;
+constexpr size_t kLanes = hn::MaxLanes(DP());
+constexpr size_t kVecs = kP / kLanes;
+static_assert(kP % kLanes == 0);
+
+// The vector v of a panel row (16 floats at p), of which only `cols` are Y's.
+HWY_INLINE VP LoadCols(DP d, const float* p, size_t v, size_t cols) {
+  const size_t c0 = v * kLanes;
+  if (c0 + kLanes <= cols) return hn::LoadU(d, p + c0);
+  HWY_ALIGN float buf[kP] = {};
+  for (size_t c = c0; c < cols; ++c) buf[c - c0] = p[c];
+  return hn::Load(d, buf);
+}
+HWY_INLINE void StoreCols(VP x, DP d, float* p, size_t v, size_t cols) {
+  const size_t c0 = v * kLanes;
+  if (c0 + kLanes <= cols) return hn::StoreU(x, d, p + c0);
+  if (c0 >= cols) return;
+  HWY_ALIGN float buf[kP];
+  hn::Store(x, d, buf);
+  std::memcpy(p + c0, buf, (cols - c0) * sizeof(float));
+}
+
+// Y rows [0, R) × panel columns [0, cols) from X rows (kb steps at x) and the
+// widened block wb [kc][16]: sums start at the bias (or 0) when `first`, else
+// at what Y holds.
+// Panel element loaders: f32 as stored, bf16 widened exactly (a 16-bit shift).
+struct F32Panel {
+  using T = float;
+  static VP Load(DP d, const float* p) { return hn::Load(d, p); }
+};
+struct Bf16Panel {
+  using T = uint16_t;
+  static VP Load(DP d, const uint16_t* p) {
+    const hn::Rebind<uint16_t, DP> du16;
+    const hn::RebindToUnsigned<DP> du32;
+    return hn::BitCast(d, hn::ShiftLeft<16>(hn::PromoteTo(du32, hn::LoadU(du16, p))));
+  }
+};
+
+template <size_t R, class Fmt>
+HWY_NOINLINE void PanelTile(const float* HWY_RESTRICT x, size_t ldx, const typename Fmt::T* HWY_RESTRICT wb,
+                            size_t kc, const float* bias, bool first, float* HWY_RESTRICT y, size_t ldy,
+                            size_t cols) {
+  const DP d;
+  VP acc[R][kVecs];
+  for (size_t r = 0; r < R; ++r) {
+    for (size_t v = 0; v < kVecs; ++v) {
+      acc[r][v] =
+          first ? (bias ? LoadCols(d, bias, v, cols) : hn::Zero(d)) : LoadCols(d, y + r * ldy, v, cols);
+    }
+  }
+  for (size_t q = 0; q < kc; ++q) {
+    VP w[kVecs];
+    HWY_UNROLL(4)
+    for (size_t v = 0; v < kVecs; ++v) w[v] = Fmt::Load(d, wb + q * kP + v * kLanes);
+    HWY_UNROLL(6)
+    for (size_t r = 0; r < R; ++r) {
+      const VP xv = hn::Set(d, x[r * ldx + q]);
+      HWY_UNROLL(4)
+      for (size_t v = 0; v < kVecs; ++v) acc[r][v] = hn::MulAdd(xv, w[v], acc[r][v]);
+    }
+  }
+  for (size_t r = 0; r < R; ++r)
+    for (size_t v = 0; v < kVecs; ++v) StoreCols(acc[r][v], d, y + r * ldy, v, cols);
+}
+
+template <class Fmt, size_t R = 1>
+HWY_INLINE void PanelTileRows(size_t rows, const float* x, size_t ldx, const typename Fmt::T* wb, size_t kc,
+                              const float* bias, bool first, float* y, size_t ldy, size_t cols) {
+  if constexpr (R <= kRows) {
+    if (rows == R) return PanelTile<R, Fmt>(x, ldx, wb, kc, bias, first, y, ldy, cols);
+    PanelTileRows<Fmt, R + 1>(rows, x, ldx, wb, kc, bias, first, y, ldy, cols);
+  }
+}
+
+void PackedMatMulImpl(const float* x, size_t m, size_t ldx, const PackedWeight& w, const float* bias,
+                      float* y, size_t ldy, ThreadTeam& team) {
+  if (m == 0 || w.rows == 0) return;
+  const size_t n = w.rows, k = w.cols;
+  const bool bf16 = w.format == WeightFormat::kBF16;
+  // One tile (m ≤ kRows) widens in registers and needs no k blocks.
+  const size_t step = m <= kRows ? std::max<size_t>(k, 1) : kBlockK;
+  team.ParallelFor(w.panels(), 1, [&](size_t p0, size_t p1) {
+    HWY_ALIGN float wb[kBlockK * kP];
+    for (size_t i0 = 0; i0 < m; i0 += kBlockRows) {
+      const size_t i1 = std::min(m, i0 + kBlockRows);
+      for (size_t kb = 0; kb == 0 || kb < k; kb += step) {  // k = 0: one empty block writes the bias
+        const size_t kc = std::min(step, k - kb);
+        for (size_t p = p0; p < p1; ++p) {
+          const size_t cols = std::min(kP, n - p * kP), at = (p * k + kb) * kP;
+          const float* b = bias ? bias + p * kP : nullptr;
+          auto tiles = [&](auto fmt, const auto* blk) {
+            for (size_t i = i0; i < i1; i += kRows) {
+              PanelTileRows<decltype(fmt)>(std::min(kRows, i1 - i), x + i * ldx + kb, ldx, blk, kc, b,
+                                           kb == 0, y + i * ldy + p * kP, ldy, cols);
+            }
+          };
+          if (!bf16) {
+            tiles(F32Panel(), reinterpret_cast<const float*>(w.data.data()) + at);
+          } else if (m <= kRows) {
+            tiles(Bf16Panel(), reinterpret_cast<const uint16_t*>(w.data.data()) + at);
+          } else {  // widen once for all the block's tiles
+            const uint16_t* src = reinterpret_cast<const uint16_t*>(w.data.data()) + at;
+            for (size_t e = 0; e < kc * kP; e += kLanes)
+              hn::Store(Bf16Panel::Load(DP(), src + e), DP(), wb + e);
+            tiles(F32Panel(), static_cast<const float*>(wb));
+          }
+        }
+      }
+    }
+  });
+}
+
+// NOLINTNEXTLINE(google-readability-namespace-comments)
+}  // namespace HWY_NAMESPACE
+}  // namespace lfmvox::ops
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace lfmvox::ops {
+HWY_EXPORT(PackedMatMulImpl);
+
+void PackedMatMul(const float* x, size_t m, size_t ldx, const PackedWeight& w, const float* bias, float* y,
+                  size_t ldy, ThreadTeam& team) {
+  HWY_DYNAMIC_DISPATCH(PackedMatMulImpl)(x, m, ldx, w, bias, y, ldy, team);
+}
+
+PackedWeight PackWeight(const Weight& w) {
+  PackedWeight p;
+  p.rows = w.rows;
+  p.cols = w.cols;
+  const size_t k = w.cols, panel = k * kPackedPanel;
+  if (w.format == WeightFormat::kBF16) {
+    p.format = WeightFormat::kBF16;
+    p.data.Reset(p.panels() * panel * sizeof(uint16_t));
+    auto* dst = reinterpret_cast<uint16_t*>(p.data.data());
+    for (size_t j = 0; j < w.rows; ++j) {
+      const auto* src = reinterpret_cast<const uint16_t*>(w.row(j));
+      uint16_t* col = dst + j / kPackedPanel * panel + j % kPackedPanel;
+      for (size_t q = 0; q < k; ++q) col[q * kPackedPanel] = src[q];
+    }
+    return p;
+  }
+  p.format = WeightFormat::kF32;
+  p.data.Reset(p.panels() * panel * sizeof(float));
+  auto* dst = reinterpret_cast<float*>(p.data.data());
+  std::vector<float> row(k);
+  for (size_t j = 0; j < w.rows; ++j) {
+    DequantizeRow(w.format, w.row(j), k, row.data());
+    float* col = dst + j / kPackedPanel * panel + j % kPackedPanel;
+    for (size_t q = 0; q < k; ++q) col[q * kPackedPanel] = row[q];
+  }
+  return p;
+}
+
+}  // namespace lfmvox::ops
+#endif  // HWY_ONCE
