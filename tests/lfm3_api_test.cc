@@ -272,6 +272,18 @@ TEST(Lfm3Api, TtsTurnEqualsTheGeneratorAndThePcmTheCodec) {
   EXPECT_GT(pcm.size(), 0u);
   EXPECT_EQ(api.summary.pcm_samples, api.pcm.size());
   EXPECT_TRUE(SamePcm(api.pcm, pcm)) << api.pcm.size() << " samples vs the codec's " << pcm.size();
+  // Where the time went (StageTimings, the counts exact): the prompt in prefill passes, then one
+  // one-position pass per item after the first (the last item is never fed), a depth-decoder call per
+  // audio item, codec time for the PCM, and no encoder (LFM3-Audio takes no speech in).
+  const StageTimings& t = api.summary.timings;
+  EXPECT_GT(t.prefill_positions, 0);
+  EXPECT_EQ(t.backbone_steps, static_cast<int>(api.items.size()) - 1);
+  EXPECT_EQ(t.depth_frames, api.summary.audio_frames);
+  EXPECT_GT(t.prefill_ms, 0);
+  EXPECT_GT(t.backbone_step_ms, 0);
+  EXPECT_GT(t.depth_ms, 0);
+  EXPECT_GT(t.detokenizer_ms, 0);
+  EXPECT_EQ(t.encoder_ms, 0);
 }
 
 TEST(Lfm3Api, InterleavedTurnEqualsTheGeneratorAndFollowsTheSchedule) {

@@ -14,7 +14,7 @@ enum class GenerationMode {
 // Where a generation's time went: wall-clock milliseconds per stage, measured by the library (steady
 // clock) and printed by nobody but the caller (`lfmvox ... --verbose`). In a batched step (Engine::Step
 // over several conversations) a pass the conversations share is charged whole to each of them. A family
-// that does not measure a stage leaves it 0 (LFM3-Audio measures none yet).
+// that does not have a stage leaves it 0 (LFM3-Audio has no encoder: it takes no speech in).
 struct StageTimings {
   double encoder_ms = 0;        // audio in: log-mel and the audio encoder (AddAudio), since the last report
   double prefill_ms = 0;        // backbone passes over prompt positions (more than one new position)

@@ -13,6 +13,7 @@
 
 #include "api/engine_core.h"
 #include "api/family.h"
+#include "base/clock.h"
 #include "blocks/sampling.h"
 #include "blocks/weights.h"
 #include "models/lfm25_audio/gguf_release.h"
@@ -26,10 +27,6 @@ namespace {
 const std::string kAsrSystemPrompt = "Perform ASR.";
 const std::string kChatSystemPrompt = "Respond with interleaved text and audio.";
 const std::string kDefaultVoice = "US female";
-
-double MsSince(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-}
 
 Sampling ToSampling(const SamplingParams& p) { return {p.temperature, p.top_k}; }
 

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <filesystem>
 
+#include "base/clock.h"
 #include "base/memory_budget.h"
 #include "blocks/weights.h"
 #include "models/lfm25_audio/gguf_release.h"
@@ -16,10 +17,6 @@ namespace lfmvox {
 namespace fs = std::filesystem;
 
 namespace {
-
-double MsSince(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-}
 
 Result<int32_t> Special(const Tokenizer& tok, const char* name, const std::string& path) {
   std::optional<int32_t> id = tok.TokenId(name);

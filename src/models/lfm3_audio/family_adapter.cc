@@ -5,6 +5,7 @@
 // the API library (lfmvox_family in CMakeLists.txt), not into lfmvox_lfm3.
 // No oracle covers the backbone; what is verified is listed in this folder's README.
 #include <algorithm>
+#include <chrono>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -14,6 +15,7 @@
 
 #include "api/engine_core.h"
 #include "api/family.h"
+#include "base/clock.h"
 #include "blocks/weights.h"
 #include "models/lfm3_audio/codec.h"
 #include "models/lfm3_audio/session.h"
@@ -86,9 +88,15 @@ class Bridge final : public Lfm3Sink {
   // Ends the current stretch of speech: the codec's tail, then a fresh stream.
   Status FlushSpeech() {
     if (!out_.on_pcm || codec_->frames() == 0) return Status::Ok();
+    const auto t0 = std::chrono::steady_clock::now();
     LFM_ASSIGN_OR_RETURN(const size_t n, Flush(model_.codec(), *codec_, pcm_));
+    codec_ms_ += MsSince(t0);
     return Deliver(n);
   }
+
+  // The codec's wall time for this generation (the batched pass charged whole to each session).
+  void AddCodecMs(double ms) { codec_ms_ += ms; }
+  double codec_ms() const { return codec_ms_; }
 
   size_t samples() const { return samples_; }
   std::span<const int32_t> frame() const { return frame_; }
@@ -105,6 +113,7 @@ class Bridge final : public Lfm3Sink {
   std::string piece_;
   bool pending_ = false;
   size_t samples_ = 0;
+  double codec_ms_ = 0;
 };
 
 class Lfm3FamilySession;
@@ -194,6 +203,8 @@ class Lfm3FamilySession final : public FamilySession {
     }
     Status flushed = bridge_->FlushSpeech();
     const size_t samples = bridge_->samples();
+    StageTimings timings = session_->TakeTimings();
+    timings.detokenizer_ms = bridge_->codec_ms();
     bridge_.reset();
     LFM_RETURN_IF_ERROR(session_->generation_status());
     LFM_RETURN_IF_ERROR(flushed);
@@ -205,6 +216,7 @@ class Lfm3FamilySession final : public FamilySession {
     s.ended = r.ended;
     s.context_full = r.context_full;
     s.cancelled = r.cancelled;
+    s.timings = timings;
     return s;
   }
 
@@ -319,10 +331,13 @@ class Lfm3FamilyModel final : public FamilyModel {
       w.requests.push_back({b->codec(), b->frame(), b->pcm(), 0});
     }
     if (w.requests.empty()) return Status::Ok();
+    const auto t0 = std::chrono::steady_clock::now();
     if (Status st = StepStreams(m_->codec(), w.requests, w.codec, team); !st.ok()) {
       for (Lfm3FamilySession* s : w.speaking) s->session()->Abort(st);
       return Status::Ok();
     }
+    const double codec_ms = MsSince(t0);
+    for (Lfm3FamilySession* s : w.speaking) s->bridge()->AddCodecMs(codec_ms);
     for (size_t i = 0; i < w.speaking.size(); ++i) {
       Status st = w.speaking[i]->bridge()->Deliver(w.requests[i].written);
       if (!st.ok()) w.speaking[i]->session()->Abort(std::move(st));

@@ -1,9 +1,11 @@
 #include "models/lfm3_audio/session.h"
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "base/clock.h"
 #include "base/memory_budget.h"
 #include "blocks/weights.h"
 #include "io/json_config.h"
@@ -441,10 +443,20 @@ Status StepLfm3Sessions(std::span<Lfm3Session* const> sessions, Lfm3Worker& w, T
       if (n < left) more = true;
     }
     if (total == 0) break;
+    const auto t0 = std::chrono::steady_clock::now();
     LFM_RETURN_IF_ERROR(Lfm3Forward(stack, w.states_, w.rows_, x, w.backbone_, team, nullptr));
+    const double pass_ms = MsSince(t0);
     size_t row = 0;
     for (size_t j = 0; j < w.states_.size(); ++j) {
       Lfm3Session* s = w.feeding_[w.slot_[j]];
+      StageTimings& t = s->timings_;
+      if (w.rows_[j] > 1) {
+        t.prefill_ms += pass_ms;
+        t.prefill_positions += static_cast<int>(w.rows_[j]);
+      } else {
+        t.backbone_step_ms += pass_ms;
+        ++t.backbone_steps;
+      }
       row += w.rows_[j];
       s->cached_ += w.rows_[j];
       if (s->cached_ == s->history_.size()) {  // fed: its last row is the state the slot reads
@@ -471,7 +483,12 @@ Status StepLfm3Sessions(std::span<Lfm3Session* const> sessions, Lfm3Worker& w, T
     }
   }
   const size_t V = static_cast<size_t>(model.backbone().vocab());
-  if (!w.text_.empty()) model.backbone().TextLogits(w.ht_.data(), w.text_.size(), w.logits_.data(), team);
+  if (!w.text_.empty()) {
+    const auto t0 = std::chrono::steady_clock::now();
+    model.backbone().TextLogits(w.ht_.data(), w.text_.size(), w.logits_.data(), team);
+    const double head_ms = MsSince(t0);
+    for (Lfm3Session* s : w.text_) s->timings_.backbone_step_ms += head_ms;
+  }
   for (size_t t = 0; t < w.text_.size(); ++t) {
     Lfm3Session* s = w.text_[t];
     Result<int32_t> id = s->text_sampler_.Sample({w.logits_.data() + t * V, V}, s->text_rng_);
@@ -484,10 +501,16 @@ Status StepLfm3Sessions(std::span<Lfm3Session* const> sessions, Lfm3Worker& w, T
 
   // 4. Audio slots: one depth-decoder call for all their frames.
   if (!w.audio_.empty()) {
+    const auto t0 = std::chrono::steady_clock::now();
     if (Status st = DecodeFrames(model.depth(), w.audio_h_, w.audio_states_, w.depth_, team, nullptr);
         !st.ok()) {
       for (Lfm3Session* s : w.audio_) s->Finish(st);
       return Status::Ok();
+    }
+    const double depth_ms = MsSince(t0);
+    for (Lfm3Session* s : w.audio_) {
+      s->timings_.depth_ms += depth_ms;
+      ++s->timings_.depth_frames;
     }
     for (Lfm3Session* s : w.audio_) s->OnFrame();
   }

@@ -21,12 +21,14 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "base/aligned.h"
 #include "base/status.h"
 #include "blocks/sampling.h"
 #include "io/safetensors.h"
+#include "lfmvox/types.h"
 #include "models/lfm3_audio/backbone.h"
 #include "models/lfm3_audio/codec.h"
 #include "models/lfm3_audio/depth_decoder.h"
@@ -166,6 +168,8 @@ class Lfm3Session {
   Status BeginGeneration(const Lfm3GenerationOptions& options, Lfm3Sink& sink);
   bool generating() const { return gen_.active; }
   const Lfm3GenerationResult& generation() const { return gen_.result; }
+  // Where this session's time went since the last call (the batched passes charged whole to each).
+  StageTimings TakeTimings() { return std::exchange(timings_, StageTimings{}); }
   const Status& generation_status() const { return gen_.status; }
 
   // Thread-safe: the running generation stops at its next check (result.cancelled).
@@ -219,6 +223,7 @@ class Lfm3Session {
   size_t context_ = 0;
   size_t prefill_chunk_ = 0;
   std::vector<Position> history_;
+  StageTimings timings_;
   std::vector<int32_t> frames_;  // [frames, C]
   size_t cached_ = 0;            // history positions in the backbone cache
   Generation gen_;
