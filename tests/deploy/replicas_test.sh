@@ -9,7 +9,9 @@
 #      again equal to the direct reply;
 #   4. the WebSocket upgrade passes: 20 realtime conversations at once through nginx, with the official
 #      `openai` client (tests/deploy/realtime_spread.mjs), each answer equal to the direct one, spread by
-#      least_conn (each replica's /metrics counts at least 5 of the 20 upgrades, together exactly 20).
+#      least_conn (each replica's /metrics counts at least 5 of the 20 upgrades, together exactly 20);
+#   5. the page's own Origin (host and port as the browser sent them) passes nginx and the replica's
+#      same-origin check (101), a foreign one does not (403).
 # usage: replicas_test.sh SOURCE_DIR LFMVOX MAKE_CHECKPOINT NODE_WORK
 # Exits 77 (ctest: skipped) when nginx or curl is missing, or (after the HTTP parts) node with the pinned
 # clients (tests/clients/npm_install.sh into NODE_WORK).
@@ -136,4 +138,16 @@ served[0]=$((served[0] - 1))
 echo "realtime: replica 1 took ${served[0]}, replica 2 took ${served[1]} of 20"
 [ $((served[0] + served[1])) -eq 20 ] || fail "the replicas count $((served[0] + served[1])) upgrades, not 20"
 [ "${served[0]}" -ge 5 ] && [ "${served[1]}" -ge 5 ] || fail "least_conn did not spread the conversations"
+# The web page's upgrade: a browser on the page behind nginx sends Origin http://HOST:PORT; nginx passes
+# the Host as sent (port included), so the replica's same-origin check lets it through, and a foreign
+# Origin is still refused.
+upgrade() { # ORIGIN: the status of GET /v1/realtime with Upgrade through nginx
+  curl -s -o /dev/null -w '%{http_code}' --http1.1 -H 'Connection: Upgrade' -H 'Upgrade: websocket' \
+    -H 'Sec-WebSocket-Version: 13' -H 'Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==' -H "Origin: $1" \
+    --max-time 3 "http://127.0.0.1:$listen/v1/realtime" || true
+}
+code=$(upgrade "http://127.0.0.1:$listen")
+[ "$code" = 101 ] || fail "the page's own Origin through nginx was answered $code, not 101"
+code=$(upgrade "http://evil.example")
+[ "$code" = 403 ] || fail "a foreign Origin through nginx was answered $code, not 403"
 echo "PASS"
