@@ -17,6 +17,7 @@ PACKAGES=(
   libpcre2-dev                          # PCRE2: Unicode-property regex, tokenizer pre-tokenizer (BSD-3)
   libboost-dev                          # Boost.Beast/Asio, header-only: HTTP/1.1 (and WebSocket) for `lfmvox serve` (BSL-1.0)
   libwebrtc-audio-processing-dev        # WebRTC's voice detector: the realtime endpoint's server VAD (BSD-3)
+  libsoundtouch-dev                     # SoundTouch: time-scale modification for the speech endpoint's `speed` (LGPL-2.1)
   nginx curl                            # tests only: two `serve` replicas behind deploy/nginx.conf (docs/deploy.md)
   chromium                              # test only: headless, opens the page `lfmvox serve` serves (tests/browser)
 )

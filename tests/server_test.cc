@@ -38,6 +38,7 @@
 #include "lfmvox/audio_io.h"
 #include "lfmvox/lfmvox.h"
 #include "request_parse.h"
+#include "tempo.h"
 #include "trace_util.h"
 #include "vad.h"
 #include "web_assets.h"
@@ -351,6 +352,67 @@ double SnrDb(const std::vector<float>& x, const std::vector<float>& y, int lag) 
 // the SNR at 6 dB (0 dB for x2), a lost frame of 1024 samples or a misaligned trim ~0 dB.
 constexpr double kAacSnrDb = 12.0;
 
+// `speed` (TempoStretcher, SoundTouch's WSOLA): a 440 Hz tone keeps its pitch and its length scales by
+// 1/speed. Pitch from positive-going zero crossings over the middle 80 % (WSOLA splices whole periods, so
+// a splice adds no crossing; 2 % is 9 Hz, far below the 2x an octave error or a resampling would give).
+// Length: SoundTouch 2.x's flush trims to the expected count, n / speed rounded (bound: 1 sample).
+// Chunking: the output does not depend on how the input is split (the server pushes one frame at a time).
+std::vector<float> FromS16(const std::string& b);  // below, with the realtime helpers
+
+std::vector<float> Stretch(const std::vector<float>& in, double speed, size_t chunk) {
+  auto t = TempoStretcher::Create(24000, speed);
+  EXPECT_TRUE(t.ok()) << t.status().ToString();
+  std::vector<float> out;
+  for (size_t i = 0; i < in.size(); i += chunk) {
+    const size_t n = std::min(chunk, in.size() - i);
+    EXPECT_TRUE((*t)->Push({in.data() + i, n}, &out).ok());
+  }
+  EXPECT_TRUE((*t)->Finish(&out).ok());
+  return out;
+}
+
+TEST(ServerTempo, ToneKeepsItsPitchAndScalesItsLength) {
+  std::vector<float> tone(48000);
+  for (size_t i = 0; i < tone.size(); ++i)
+    tone[i] = 0.5f * static_cast<float>(std::sin(2 * M_PI * 440 * i / 24000.0));
+  for (double speed : {0.5, 1.25, 2.0, 4.0}) {
+    const std::vector<float> out = Stretch(tone, speed, 1920);
+    const double want = tone.size() / speed;
+    EXPECT_NEAR(static_cast<double>(out.size()), want, 1) << "speed " << speed;
+    const size_t a = out.size() / 10, b = out.size() - out.size() / 10;
+    int crossings = 0;
+    for (size_t i = a + 1; i < b; ++i) crossings += out[i - 1] < 0 && out[i] >= 0;
+    const double hz = crossings * 24000.0 / static_cast<double>(b - a);
+    EXPECT_NEAR(hz, 440, 0.02 * 440) << "speed " << speed;
+    std::printf("speed %.2f: %zu samples (want %.0f), %.1f Hz\n", speed, out.size(), want, hz);
+    EXPECT_TRUE(Stretch(tone, speed, 7) == out) << "chunks of 7 differ from frames, speed " << speed;
+    EXPECT_TRUE(Stretch(tone, speed, tone.size()) == out) << "one push differs from frames, speed " << speed;
+  }
+  EXPECT_FALSE(TempoStretcher::Create(24000, 0.2).ok());
+  EXPECT_FALSE(TempoStretcher::Create(24000, 4.5).ok());
+}
+
+// Through the server: speed 2 is the library's speech stretched (bit for bit, any chunking), in a
+// streamed format (pcm) and an encoded one (flac, lossless: the same s16 samples).
+TEST_F(ServerTest, SpeechSpeedIsTheLibrarySpeechStretched) {
+  const LibOut lib = LibrarySpeech(kSpeechVoice, kSpeechText);
+  ASSERT_GT(lib.pcm.size(), 0u);
+  const std::vector<float> want = Stretch(lib.pcm, 2.0, 1920);
+  EXPECT_NEAR(static_cast<double>(want.size()), lib.pcm.size() / 2.0, 1);
+  json req = {{"input", kSpeechText},     {"voice", kSpeechVoice}, {"temperature", 0}, {"seed", 0},
+              {"response_format", "pcm"}, {"speed", 2.0}};
+  Reply r = Post(port(), "/v1/audio/speech", req);
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.body.size(), want.size() * 2);
+  EXPECT_TRUE(r.body == S16(want)) << "speed 2 differs from the library's speech stretched";
+  req["response_format"] = "flac";
+  Reply flac = Post(port(), "/v1/audio/speech", req);
+  ASSERT_EQ(flac.status, 200) << flac.body;
+  auto d = DecodeAudio(flac.body, 600);
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  EXPECT_TRUE(d->samples == FromS16(S16(want))) << "flac at speed 2 differs from the pcm";
+}
+
 TEST_F(ServerTest, SpeechEncodedFormats) {
   const LibOut lib = LibrarySpeech(kSpeechVoice, kSpeechText);
   ASSERT_GT(lib.pcm.size(), 0u);
@@ -410,8 +472,10 @@ TEST_F(ServerTest, SpeechEncodedFormats) {
   ExpectError(voice, 400, "invalid_request_error");
   EXPECT_EQ(voice.Json()["error"]["param"], "voice");
   req["voice"] = "US male";
-  req["speed"] = 2.0;
-  ExpectError(Post(port(), "/v1/audio/speech", req), 400, "invalid_request_error");
+  req["speed"] = 5.0;  // OpenAI's range is [0.25, 4]
+  Reply speed = Post(port(), "/v1/audio/speech", req);
+  ExpectError(speed, 400, "invalid_request_error");
+  EXPECT_EQ(speed.Json()["error"]["param"], "speed");
   req.erase("speed");
   req["input"] = std::string(5000, 'a');
   ExpectError(Post(port(), "/v1/audio/speech", req), 400, "invalid_request_error");
@@ -878,7 +942,9 @@ LibOut LibraryRealtime(const std::vector<LibTurn>& turns, int max_new = kMaxNew)
   LibOut out;
   for (size_t i = 0; i < turns.size(); ++i) {
     if (i > 0) {
-      if (turns[i].truncate != SIZE_MAX) EXPECT_TRUE((*c)->TruncateSpeech(turns[i].truncate).ok());
+      if (turns[i].truncate != SIZE_MAX) {
+        EXPECT_TRUE((*c)->TruncateSpeech(turns[i].truncate).ok());
+      }
       EXPECT_TRUE((*c)->EndTurn().ok());
     }
     EXPECT_TRUE((*c)->StartTurn("user").ok());

@@ -144,9 +144,6 @@ std::optional<ApiError> ParseSpeechRequest(std::string_view text, size_t max_tex
     return BadRequest("'input' is over " + std::to_string(max_text_chars) + " characters", "input",
                       "string_above_max_length");
   }
-  if (r.speed && std::abs(*r.speed - 1.0) > 1e-9) {
-    return BadRequest("'speed' other than 1.0 is not supported yet", "speed");
-  }
   if (r.stream_format != "audio" && r.stream_format != "sse") {
     return BadRequest("'stream_format' must be audio or sse", "stream_format");
   }

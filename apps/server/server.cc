@@ -29,6 +29,7 @@
 #include "realtime.h"
 #include "request_parse.h"
 #include "scheduler.h"
+#include "tempo.h"
 #include "web_assets.h"
 
 namespace lfmvox::server {
@@ -691,6 +692,14 @@ net::awaitable<bool> Server::Impl::Speech(Exchange& ex) {
     voice = *v;
   }
 
+  // `speed` ≠ 1: the decoded speech goes through the time-scale modifier (same pitch) as it streams.
+  std::unique_ptr<TempoStretcher> tempo;
+  if (r.speed && std::abs(*r.speed - 1.0) > 1e-9) {
+    auto t = TempoStretcher::Create(model->sample_rate(), *r.speed);
+    if (!t.ok()) SEND_ERROR(ex, FromStatus(t.status(), "speed"));
+    tempo = std::move(t).value();
+  }
+
   JobSpec spec;
   spec.prompt = [voice, input](Conversation& c) { return c.StartSpeech(voice, input); };
   spec.options = GenerateOptions::ForTts(*model);
@@ -703,8 +712,6 @@ net::awaitable<bool> Server::Impl::Speech(Exchange& ex) {
 
   const bool sse = stream_format == "sse";
   const int rate = model->sample_rate();
-  JobReader reader(*job, ex.stream.socket());
-  std::vector<float> all;  // the whole speech, for the formats encoded at the end
   bool started = false;
   auto emit = [&](std::string_view bytes) -> net::awaitable<bool> {
     if (sse) {
@@ -712,6 +719,20 @@ net::awaitable<bool> Server::Impl::Speech(Exchange& ex) {
       co_return co_await ex.SendEvent(delta);
     }
     co_return co_await ex.SendChunk(bytes);
+  };
+  std::vector<float> stretched;
+  JobReader reader(*job, ex.stream.socket());
+  std::vector<float> all;  // the whole speech, for the formats encoded at the end
+  // Sends (streamed formats) or keeps (the others) a piece of the speech.
+  auto deliver = [&](std::span<const float> pcm) -> net::awaitable<bool> {
+    if (pcm.empty()) co_return true;
+    if (!Streams(format)) {
+      all.insert(all.end(), pcm.begin(), pcm.end());
+      co_return true;
+    }
+    std::string bytes;
+    AppendPcmBytes(pcm, PcmFormat::kS16, &bytes);
+    co_return co_await emit(bytes);
   };
   while (!reader.finished()) {
     std::vector<Event> events = co_await reader.Next();
@@ -733,14 +754,20 @@ net::awaitable<bool> Server::Impl::Speech(Exchange& ex) {
         if (!header.empty() && !co_await emit(header)) co_return false;
       }
       if (ev.kind == Event::kPcm) {
-        if (Streams(format)) {
-          std::string bytes;
-          AppendPcmBytes(ev.pcm, PcmFormat::kS16, &bytes);
-          if (!co_await emit(bytes)) co_return false;
-        } else {
-          all.insert(all.end(), ev.pcm.begin(), ev.pcm.end());
+        std::span<const float> pcm = ev.pcm;
+        if (tempo) {
+          stretched.clear();
+          if (!tempo->Push(ev.pcm, &stretched).ok()) co_return false;  // a cut stream: the client sees it
+          pcm = stretched;
         }
+        if (!co_await deliver(pcm)) co_return false;
       } else if (ev.kind == Event::kDone) {
+        if (tempo) {
+          stretched.clear();
+          if (!tempo->Finish(&stretched).ok()) co_return false;
+          const std::span<const float> tail = stretched;
+          if (!co_await deliver(tail)) co_return false;
+        }
         if (!Streams(format) && !all.empty()) {
           auto encoded = EncodeAudio(all, rate, FileFormat(format));
           if (!encoded.ok()) co_return false;

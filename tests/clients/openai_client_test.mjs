@@ -138,6 +138,10 @@ try {
       assert.ok(b.length > 100 && magic[fmt](b), `${fmt}: ${b.subarray(0, 8).toString('hex')}`);
     });
   }
+  await test('speech speed 2: half the samples (tempo, not pitch: server_test checks the samples)', async () => {
+    const fast = await bytes(await say('pcm', { speed: 2 }));
+    assert.ok(Math.abs(fast.length / 2 - refPcm.length / 4) <= 1, `${fast.length / 2} vs ${refPcm.length / 4}`);
+  });
   await test('speech stream_format sse: deltas decode to the pcm', async () => {
     const body = await (await say('pcm', { stream_format: 'sse' })).text();
     const events = sseData(body).map((d) => JSON.parse(d));
