@@ -717,14 +717,7 @@ Status StepSessions(std::span<Lfm25Session* const> sessions, Lfm25Worker& w, Thr
     size_t row = 0;
     for (size_t j = 0; j < w.states_.size(); ++j) {
       Lfm25Session* s = w.feeding_[w.slot_[j]];
-      StageTimings& t = s->timings_;
-      if (w.rows_[j] > 1) {
-        t.prefill_ms += pass_ms;
-        t.prefill_positions += static_cast<int>(w.rows_[j]);
-      } else {
-        t.backbone_step_ms += pass_ms;
-        ++t.backbone_steps;
-      }
+      ChargeBackbonePass(s->timings_, w.rows_[j], pass_ms);
       row += w.rows_[j];
       s->cached_ += w.rows_[j];
       if (s->cached_ == s->history_.size()) {  // fed: its last row is the state to sample from

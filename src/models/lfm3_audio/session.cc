@@ -449,14 +449,7 @@ Status StepLfm3Sessions(std::span<Lfm3Session* const> sessions, Lfm3Worker& w, T
     size_t row = 0;
     for (size_t j = 0; j < w.states_.size(); ++j) {
       Lfm3Session* s = w.feeding_[w.slot_[j]];
-      StageTimings& t = s->timings_;
-      if (w.rows_[j] > 1) {
-        t.prefill_ms += pass_ms;
-        t.prefill_positions += static_cast<int>(w.rows_[j]);
-      } else {
-        t.backbone_step_ms += pass_ms;
-        ++t.backbone_steps;
-      }
+      ChargeBackbonePass(s->timings_, w.rows_[j], pass_ms);
       row += w.rows_[j];
       s->cached_ += w.rows_[j];
       if (s->cached_ == s->history_.size()) {  // fed: its last row is the state the slot reads
