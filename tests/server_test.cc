@@ -933,11 +933,12 @@ struct LibTurn {
                                // that the sampler's random stream advances as much as the server's did)
 };
 
-LibOut LibraryRealtime(const std::vector<LibTurn>& turns, int max_new = kMaxNew) {
-  auto c = Conversation::Create(Model(), {.threads = 2, .context = 1024, .seed = 0});
+LibOut LibraryRealtime(const std::vector<LibTurn>& turns, int max_new = kMaxNew,
+                       std::shared_ptr<const AudioModel> model = Model()) {
+  auto c = Conversation::Create(model, {.threads = 2, .context = 1024, .seed = 0});
   EXPECT_TRUE(c.ok());
   EXPECT_TRUE((*c)->StartChat().ok());
-  GenerateOptions o = GenerateOptions::ForSpeechToSpeech(*Model());
+  GenerateOptions o = GenerateOptions::ForSpeechToSpeech(*model);
   o.max_new_tokens = max_new;
   LibOut out;
   for (size_t i = 0; i < turns.size(); ++i) {
@@ -955,7 +956,7 @@ LibOut LibraryRealtime(const std::vector<LibTurn>& turns, int max_new = kMaxNew)
     out = {};
     OutputCallbacks cb;
     cb.on_text = [&](int32_t id, std::string_view piece) {
-      if (!Model()->IsSpecialToken(id)) out.text += piece;
+      if (!model->IsSpecialToken(id)) out.text += piece;
       return Status::Ok();
     };
     cb.on_pcm = [&](std::span<const float> p) {
@@ -1023,6 +1024,82 @@ TEST_F(ServerTest, RealtimeSpeechToSpeechEqualsTheLibrary) {
     EXPECT_EQ(b.transcript, lib2.text);
     EXPECT_TRUE(b.audio == S16(lib2.pcm)) << "the truncated history's answer differs from the library's";
   }
+}
+
+// audio.input.transcription: each committed turn is also transcribed (the model's ASR task, its own job
+// batched beside the response). The deltas add up to the completed transcript, which equals the
+// library's ASR of the same samples; the response is the one a session without transcription gives.
+TEST_F(ServerTest, RealtimeInputTranscriptionEqualsTheLibrarysAsr) {
+  RealtimeClient c(text_port());
+  EXPECT_EQ(c.Read()["type"], "session.created");
+  auto update = [&](const json& t) {
+    c.Send({{"type", "session.update"}, {"session", {{"audio", {{"input", {{"transcription", t}}}}}}}});
+    return c.Read();
+  };
+  for (const json& bad : {json(5), json{{"model", 3}}, json{{"model", "whisper-1"}, {"speaker", "x"}}}) {
+    const json e = update(bad);
+    ExpectErrorEvent(e);
+    EXPECT_EQ(e["error"]["param"].get<std::string>().rfind("session.audio.input.transcription", 0), 0u) << e;
+  }
+  const json ok = update({{"model", "whisper-1"}, {"language", "en"}});
+  ASSERT_EQ(ok["type"], "session.updated") << ok;
+  EXPECT_EQ(ok["session"]["audio"]["input"]["transcription"]["model"], "whisper-1");
+
+  const std::string pcm = S16(DecodeAudio(ReadFile(DataPath("inputs/question.wav")), 60)->samples);
+  c.Send({{"type", "input_audio_buffer.append"}, {"audio", Base64Encode(pcm)}});
+  c.Send({{"type", "input_audio_buffer.commit"}});
+  const json committed = c.Read();
+  ASSERT_EQ(committed["type"], "input_audio_buffer.committed");
+  EXPECT_EQ(c.Read()["type"], "conversation.item.created");
+  c.Send({{"type", "response.create"}});
+  std::vector<json> events;
+  bool responded = false, transcribed = false;
+  std::string deltas;
+  json completed;
+  while (!responded || !transcribed) {
+    events.push_back(c.Read());
+    const json& e = events.back();
+    const std::string t = e.value("type", "");
+    if (t == "response.done") responded = true;
+    if (t == "conversation.item.input_audio_transcription.delta") {
+      EXPECT_EQ(e["item_id"], committed["item_id"]);
+      deltas += e["delta"].get<std::string>();
+    }
+    if (t == "conversation.item.input_audio_transcription.completed") {
+      transcribed = true;
+      completed = e;
+    }
+    ASSERT_NE(t, "conversation.item.input_audio_transcription.failed") << e;
+    ASSERT_NE(t, "error") << e;
+  }
+  const std::vector<float> heard = FromS16(pcm);
+  const LibOut asr = RunLibrary(
+      TextModel(),
+      [&](Conversation& conv) {
+        Status st = conv.StartAsr();
+        if (st.ok()) st = conv.AddAudio(heard, 24000);
+        if (st.ok()) st = conv.EndTurn();
+        if (st.ok()) st = conv.StartTurn("assistant");
+        return st;
+      },
+      GenerateOptions::ForAsr(*TextModel()));
+  ASSERT_FALSE(asr.text.empty()) << "the text demo transcribes the question";
+  EXPECT_EQ(completed["item_id"], committed["item_id"]);
+  EXPECT_EQ(completed["content_index"], 0);
+  EXPECT_EQ(completed["transcript"], asr.text);
+  EXPECT_EQ(deltas, asr.text);
+  EXPECT_DOUBLE_EQ(completed["usage"]["seconds"].get<double>(), static_cast<double>(heard.size()) / 24000);
+  const RtAnswer a = RtCollect(events);
+  EXPECT_EQ(a.status, "completed");
+  const LibOut lib = LibraryRealtime({{heard}}, kMaxNew, TextModel());
+  EXPECT_EQ(a.transcript, lib.text);
+  EXPECT_TRUE(a.audio == S16(lib.pcm)) << "the response differs from the library's";
+
+  // Turned off again: the next turn is answered without transcription events.
+  EXPECT_EQ(update(nullptr)["session"]["audio"]["input"]["transcription"], nullptr);
+  RtAppendCommit(c, pcm);
+  for (const std::string& t : RtRespond(c).types)
+    EXPECT_EQ(t.find("input_audio_transcription"), std::string::npos);
 }
 
 TEST_F(ServerTest, RealtimeCancelStopsTheResponse) {

@@ -39,6 +39,10 @@ struct Session : std::enable_shared_from_this<Session> {
   std::shared_ptr<Conversation> conv;
   std::string id = Id("sess_");
   json turn_detection = nullptr;
+  // audio.input.transcription: null (off) or the client's {model, language, prompt}; when set, every
+  // committed user turn is also transcribed by the model (ASR), as its own job beside the response.
+  json transcription = nullptr;
+  std::vector<std::shared_ptr<Job>> transcribing;  // those in flight
   std::string instructions;
 
   // Writes go one at a time, in order.
@@ -112,18 +116,42 @@ struct Session : std::enable_shared_from_this<Session> {
             {"output_modalities", {"audio"}},
             {"audio",
              {{"input",
-               {{"format", {{"type", "audio/pcm"}, {"rate", kRate}}}, {"turn_detection", turn_detection}}},
+               {{"format", {{"type", "audio/pcm"}, {"rate", kRate}}},
+                {"turn_detection", turn_detection},
+                {"transcription", transcription}}},
               {"output", {{"format", {{"type", "audio/pcm"}, {"rate", kRate}}}}}}}};
   }
 
   void Handle(const std::string& text);
   bool UpdateTurnDetection(const json& td);
+  bool CheckTranscription(const json& t);
   void Append(std::vector<float> pcm);
   void Commit(std::vector<float> audio, const std::string& iid);
+  void Transcribe(std::vector<float> audio, const std::string& iid);
   void Cancel(const char* reason);
   void CreateResponse();
   static net::awaitable<void> Stream(std::shared_ptr<Session> self, std::shared_ptr<Job> job);
+  static net::awaitable<void> StreamTranscript(std::shared_ptr<Session> self, std::shared_ptr<Job> job,
+                                               std::string iid, double seconds);
 };
+
+// Hands each event of `job` to `each` on the connection's executor, in order, until the job has
+// finished (its kDone or kError taken).
+template <class Each>
+net::awaitable<void> FollowJob(net::any_io_executor ex, std::shared_ptr<Job> job, Each each) {
+  auto timer = std::make_shared<net::steady_timer>(ex);
+  job->SetNotify([timer, ex] { net::post(ex, [timer] { timer->cancel(); }); });
+  for (bool finished = false; !finished;) {
+    std::vector<Event> events = job->Take(&finished);
+    for (Event& e : events) each(e);
+    if (!finished && events.empty()) {
+      timer->expires_after(std::chrono::seconds(1));
+      beast::error_code ec;
+      co_await timer->async_wait(net::redirect_error(kAwait, ec));
+    }
+  }
+  job->SetNotify(nullptr);
+}
 
 void Session::Handle(const std::string& text) {
   json e = json::parse(text, nullptr, false);
@@ -138,6 +166,12 @@ void Session::Handle(const std::string& text) {
     }
     const json& s = e["session"];
     const json* td = nullptr;
+    const json* tr = nullptr;  // the beta name, then the GA one
+    if (s.contains("input_audio_transcription")) tr = &s["input_audio_transcription"];
+    if (s.contains("audio") && s["audio"].is_object() && s["audio"].contains("input") &&
+        s["audio"]["input"].is_object() && s["audio"]["input"].contains("transcription")) {
+      tr = &s["audio"]["input"]["transcription"];
+    }
     if (s.contains("turn_detection")) td = &s["turn_detection"];
     if (s.contains("audio") && s["audio"].is_object() && s["audio"].contains("input") &&
         s["audio"]["input"].is_object() && s["audio"]["input"].contains("turn_detection")) {
@@ -149,8 +183,10 @@ void Session::Handle(const std::string& text) {
       if (state->started)
         return Error("instructions can only change before the first response", "", "session.instructions");
     }
+    if (tr && !CheckTranscription(*tr)) return;
     if (td && !UpdateTurnDetection(*td)) return;
     if (s.contains("instructions")) instructions = s["instructions"];
+    if (tr) transcription = *tr;
     Send({{"type", "session.updated"}, {"session", SessionObject()}});
   } else if (type == "input_audio_buffer.append") {
     if (!e.contains("audio") || !e["audio"].is_string())
@@ -294,6 +330,31 @@ bool Session::UpdateTurnDetection(const json& td) {
   return true;
 }
 
+// audio.input.transcription from session.update: null or an object of strings (model, language,
+// prompt). The model is this server's whatever the client names (its ASR task), and neither the
+// language nor the prompt steers it. False after an error event (nothing changed).
+bool Session::CheckTranscription(const json& t) {
+  const std::string where = "session.audio.input.transcription";
+  if (t.is_null()) return true;
+  if (!t.is_object()) {
+    Error("transcription must be null or an object such as {\"model\": \"whisper-1\"}", "invalid_value",
+          where);
+    return false;
+  }
+  for (const auto& [k, v] : t.items()) {
+    if (k != "model" && k != "language" && k != "prompt") {
+      Error("transcription has no option \"" + k + "\" (model, language, prompt)", "invalid_value",
+            where + "." + k);
+      return false;
+    }
+    if (!v.is_string()) {
+      Error(k + " must be a string", "invalid_value", where + "." + k);
+      return false;
+    }
+  }
+  return true;
+}
+
 // Appended audio goes into the buffer and, with server VAD, through the detector: a speech start
 // (barge-in when a response is playing) and a speech stop (the turn committed, and answered).
 void Session::Append(std::vector<float> pcm) {
@@ -369,6 +430,74 @@ void Session::Commit(std::vector<float> audio, const std::string& iid) {
           {"role", "user"},
           {"status", "completed"},
           {"content", {{{"type", "input_audio"}, {"transcript", nullptr}}}}}}});
+  if (!transcription.is_null()) Transcribe(pending_audio.back(), iid);
+}
+
+// The user turn `iid` through the model's ASR task, a job of its own (batched with the response and
+// every other session); its text goes out as conversation.item.input_audio_transcription.delta
+// events, then .completed with the whole transcript (or .failed).
+void Session::Transcribe(std::vector<float> audio, const std::string& iid) {
+  const double seconds = static_cast<double>(audio.size()) / kRate;
+  JobSpec spec;
+  spec.prompt =
+      [a = std::make_shared<const std::vector<float>>(std::move(audio))](Conversation& c) -> Status {
+    if (Status s = c.StartAsr(); !s.ok()) return s;
+    if (Status s = c.AddAudio(*a, kRate); !s.ok()) return s;
+    if (Status s = c.EndTurn(); !s.ok()) return s;
+    return c.StartTurn("assistant");
+  };
+  spec.options = GenerateOptions::ForAsr(ctx.scheduler->model());
+  if (ctx.options->max_new_tokens > 0)
+    spec.options.max_new_tokens = std::min(spec.options.max_new_tokens, ctx.options->max_new_tokens);
+  spec.want_pcm = false;
+  auto j = ctx.scheduler->Submit(std::move(spec));
+  if (!j.ok()) {
+    Send({{"type", "conversation.item.input_audio_transcription.failed"},
+          {"item_id", iid},
+          {"content_index", 0},
+          {"error",
+           {{"type", "server_error"},
+            {"code", "server_busy"},
+            {"message", j.status().message()},
+            {"param", nullptr}}}});
+    return;
+  }
+  transcribing.push_back(*j);
+  net::co_spawn(ws.get_executor(), StreamTranscript(shared_from_this(), *j, iid, seconds), net::detached);
+}
+
+net::awaitable<void> Session::StreamTranscript(std::shared_ptr<Session> self, std::shared_ptr<Job> job,
+                                               std::string iid, double seconds) {
+  std::string transcript;
+  Status failure;
+  co_await FollowJob(self->ws.get_executor(), job, [&](Event& e) {
+    if (e.kind == Event::kText) {
+      transcript += e.text;
+      self->Send({{"type", "conversation.item.input_audio_transcription.delta"},
+                  {"item_id", iid},
+                  {"content_index", 0},
+                  {"delta", e.text}});
+    } else if (e.kind == Event::kError) {
+      failure = e.error;
+    }
+  });
+  std::erase(self->transcribing, job);
+  if (!failure.ok()) {
+    self->Send({{"type", "conversation.item.input_audio_transcription.failed"},
+                {"item_id", iid},
+                {"content_index", 0},
+                {"error",
+                 {{"type", "server_error"},
+                  {"code", "transcription_failed"},
+                  {"message", failure.message()},
+                  {"param", nullptr}}}});
+    co_return;
+  }
+  self->Send({{"type", "conversation.item.input_audio_transcription.completed"},
+              {"item_id", iid},
+              {"content_index", 0},
+              {"transcript", transcript},
+              {"usage", {{"type", "duration"}, {"seconds", seconds}}}});
 }
 
 void Session::CreateResponse() {
@@ -436,9 +565,6 @@ void Session::CreateResponse() {
 }
 
 net::awaitable<void> Session::Stream(std::shared_ptr<Session> self, std::shared_ptr<Job> job) {
-  const net::any_io_executor ex = self->ws.get_executor();
-  auto timer = std::make_shared<net::steady_timer>(ex);
-  job->SetNotify([timer, ex] { net::post(ex, [timer] { timer->cancel(); }); });
   const json ids = {{"response_id", self->response_id},
                     {"item_id", self->item_id},
                     {"output_index", 0},
@@ -447,37 +573,28 @@ net::awaitable<void> Session::Stream(std::shared_ptr<Session> self, std::shared_
   size_t sent = 0;
   GenerateSummary summary;
   Status failure;
-  for (bool finished = false; !finished;) {
-    std::vector<Event> events = job->Take(&finished);
-    for (Event& e : events) {
-      json m = ids;
-      // After a cancel (response.cancel, barge-in) nothing more goes out, so `sent` is what was heard.
-      if (job->cancelled() && (e.kind == Event::kText || e.kind == Event::kPcm)) continue;
-      if (e.kind == Event::kText) {
-        transcript += e.text;
-        m["type"] = "response.output_audio_transcript.delta";
-        m["delta"] = e.text;
-        self->Send(std::move(m));
-      } else if (e.kind == Event::kPcm) {
-        std::string bytes;
-        AppendPcmBytes(e.pcm, PcmFormat::kS16, &bytes);
-        sent += e.pcm.size();
-        m["type"] = "response.output_audio.delta";
-        m["delta"] = Base64Encode(bytes);
-        self->Send(std::move(m));
-      } else if (e.kind == Event::kDone) {
-        summary = e.summary;
-      } else {
-        failure = e.error;
-      }
+  co_await FollowJob(self->ws.get_executor(), job, [&](Event& e) {
+    json m = ids;
+    // After a cancel (response.cancel, barge-in) nothing more goes out, so `sent` is what was heard.
+    if (job->cancelled() && (e.kind == Event::kText || e.kind == Event::kPcm)) return;
+    if (e.kind == Event::kText) {
+      transcript += e.text;
+      m["type"] = "response.output_audio_transcript.delta";
+      m["delta"] = e.text;
+      self->Send(std::move(m));
+    } else if (e.kind == Event::kPcm) {
+      std::string bytes;
+      AppendPcmBytes(e.pcm, PcmFormat::kS16, &bytes);
+      sent += e.pcm.size();
+      m["type"] = "response.output_audio.delta";
+      m["delta"] = Base64Encode(bytes);
+      self->Send(std::move(m));
+    } else if (e.kind == Event::kDone) {
+      summary = e.summary;
+    } else {
+      failure = e.error;
     }
-    if (!finished && events.empty()) {
-      timer->expires_after(std::chrono::seconds(1));
-      beast::error_code ec;
-      co_await timer->async_wait(net::redirect_error(kAwait, ec));
-    }
-  }
-  job->SetNotify(nullptr);
+  });
   json done = ids;
   done["type"] = "response.output_audio.done";
   self->Send(done);
@@ -565,6 +682,7 @@ net::awaitable<void> ServeRealtime(beast::tcp_stream& stream,
   }
   self->answer_pending = false;  // no VAD turn is answered after the client left
   if (self->job) self->job->Cancel();
+  for (const auto& t : self->transcribing) t->Cancel();
   // Let the queued events (the last error) go out, then close.
   for (int i = 0; i < 200 && self->writing; ++i) {
     net::steady_timer t(stream.get_executor(), std::chrono::milliseconds(10));

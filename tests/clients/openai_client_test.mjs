@@ -62,6 +62,9 @@ const clip24Path = path.join(dataDir, 'inputs/synthetic_24k.wav');
 const refChat = execFileSync(lfmvox, ['chat', '--model', ttsDir, '--in', clip24Path, '--out', '-', '--seed', '0',
                                       '--max-new', kMaxNew, '--threads', '1'], { stdio: ['ignore', 'pipe', 'ignore'] });
 assert.ok(refChat.length > 1920 * 2, 'the CLI answers in speech');
+const refText24 = execFileSync(lfmvox, ['asr', '--model', textDir, '--max-new', kMaxNew, '--threads', '1', clip24Path],
+                               { stdio: ['ignore', 'pipe', 'ignore'] }).toString().replace(/\n$/, '');
+assert.ok(refText24.length > 0, 'the CLI transcribes the 24 kHz clip');
 const wavSeconds = wavData(wav).length / (wav.readUInt16LE(22) * 2) / wav.readUInt32LE(24);
 
 const tts = await serve(ttsDir), text = await serve(textDir);
@@ -214,6 +217,13 @@ try {
     assert.equal(r.status, 'cancelled');
     assert.ok(r.audio.length < refChat.length, `${r.audio.length} of ${refChat.length} bytes`);
     assert.ok(r.audio.equals(refChat.subarray(0, r.audio.length)));
+  });
+  await test('realtime input transcription = lfmvox asr of the turn, deltas = completed', async () => {
+    const r = await realtimeTurn(OpenAI, OpenAIRealtimeWS, { port: text.port, key: kKey, pcm: clip24, transcribe: true });
+    assert.equal(r.status, 'completed');
+    assert.equal(r.input.completed.transcript, refText24);
+    assert.equal(r.input.transcript, refText24);
+    assert.equal(r.input.completed.item_id, r.committedId);
   });
   await test('realtime: a wrong key is refused', async () => {
     await assert.rejects(realtimeTurn(OpenAI, OpenAIRealtimeWS, { port: tts.port, key: 'wrong', pcm: clip24 }),
