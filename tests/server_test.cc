@@ -1095,6 +1095,41 @@ TEST_F(ServerTest, RealtimeInputTranscriptionEqualsTheLibrarysAsr) {
   EXPECT_EQ(a.transcript, lib.text);
   EXPECT_TRUE(a.audio == S16(lib.pcm)) << "the response differs from the library's";
 
+  // A transcription session (session.type "transcription", transcription on by default): committed turns
+  // are transcribed, never answered.
+  {
+    RealtimeClient t(text_port());
+    EXPECT_EQ(t.Read()["type"], "session.created");
+    t.Send({{"type", "session.update"}, {"session", {{"type", "transcription"}}}});
+    const json u = t.Read();
+    ASSERT_EQ(u["type"], "session.updated") << u;
+    EXPECT_EQ(u["session"]["type"], "transcription");
+    EXPECT_EQ(u["session"]["audio"]["input"]["transcription"]["model"], "demo");
+    t.Send({{"type", "session.update"}, {"session", {{"type", "translation"}}}});
+    ExpectErrorEvent(t.Read());
+    RtAppendCommit(t, pcm);
+    const std::vector<json> got = t.ReadUntil("conversation.item.input_audio_transcription.completed");
+    EXPECT_EQ(got.back()["transcript"], asr.text);
+    t.Send({{"type", "response.create"}});
+    ExpectErrorEvent(t.Read());
+    t.Send(
+        {{"type", "conversation.item.create"},
+         {"item",
+          {{"type", "message"}, {"role", "user"}, {"content", {{{"type", "input_text"}, {"text", "hi"}}}}}}});
+    ExpectErrorEvent(t.Read());
+  }
+  // Unanswered turns are held within the clip limit (10 s here): the fourth 3.3 s turn is refused.
+  {
+    RealtimeClient r(text_port());
+    EXPECT_EQ(r.Read()["type"], "session.created");
+    for (int i = 0; i < 3; ++i) RtAppendCommit(r, pcm);
+    r.Send({{"type", "input_audio_buffer.append"}, {"audio", Base64Encode(pcm)}});
+    r.Send({{"type", "input_audio_buffer.commit"}});
+    const json e = r.Read();
+    ExpectErrorEvent(e);
+    EXPECT_EQ(e["error"]["code"], "limit_exceeded") << e;
+  }
+
   // Turned off again: the next turn is answered without transcription events.
   EXPECT_EQ(update(nullptr)["session"]["audio"]["input"]["transcription"], nullptr);
   RtAppendCommit(c, pcm);

@@ -43,6 +43,8 @@ struct Session : std::enable_shared_from_this<Session> {
   // committed user turn is also transcribed by the model (ASR), as its own job beside the response.
   json transcription = nullptr;
   std::vector<std::shared_ptr<Job>> transcribing;  // those in flight
+  // session.type "transcription": committed turns are transcribed and never answered.
+  bool transcription_only = false;
   std::string instructions;
 
   // Writes go one at a time, in order.
@@ -110,7 +112,7 @@ struct Session : std::enable_shared_from_this<Session> {
   json SessionObject() const {
     return {{"id", id},
             {"object", "realtime.session"},
-            {"type", "realtime"},
+            {"type", transcription_only ? "transcription" : "realtime"},
             {"model", "lfmvox"},
             {"instructions", instructions},
             {"output_modalities", {"audio"}},
@@ -183,10 +185,17 @@ void Session::Handle(const std::string& text) {
       if (state->started)
         return Error("instructions can only change before the first response", "", "session.instructions");
     }
+    if (s.contains("type") && s["type"] != "realtime" && s["type"] != "transcription") {
+      return Error("session.type must be \"realtime\" or \"transcription\"", "invalid_value", "session.type");
+    }
     if (tr && !CheckTranscription(*tr)) return;
     if (td && !UpdateTurnDetection(*td)) return;
     if (s.contains("instructions")) instructions = s["instructions"];
     if (tr) transcription = *tr;
+    if (s.contains("type")) transcription_only = s["type"] == "transcription";
+    if (transcription_only && transcription.is_null()) {
+      transcription = {{"model", ctx.options->model_id.empty() ? "lfmvox" : ctx.options->model_id}};
+    }
     Send({{"type", "session.updated"}, {"session", SessionObject()}});
   } else if (type == "input_audio_buffer.append") {
     if (!e.contains("audio") || !e["audio"].is_string())
@@ -229,8 +238,15 @@ void Session::Handle(const std::string& text) {
     if (!item || !is("type", "message") || !is("role", "user") || t.empty()) {
       return Error("conversation.item.create takes a user message with input_text content", "", "item");
     }
-    if (t.size() > ctx.options->max_text_chars)
-      return Error("the text is over the limit", "limit_exceeded", "item");
+    if (transcription_only) return Error("a transcription session takes audio only", "", "item");
+    size_t waiting = t.size();
+    for (const auto& p : pending_text) waiting += p.size();
+    if (waiting > ctx.options->max_text_chars) {
+      return Error("the unanswered user text is over the limit of " +
+                       std::to_string(ctx.options->max_text_chars) +
+                       " characters; send response.create first",
+                   "limit_exceeded", "item");
+    }
     pending_text.push_back(t);
     const std::string iid = Id("item_");
     Send({{"type", "conversation.item.created"},
@@ -393,7 +409,7 @@ void Session::Append(std::vector<float> pcm) {
       buffer.erase(buffer.begin(), buffer.begin() + static_cast<std::ptrdiff_t>(n));
       buffer_origin += n;
       Commit(std::move(turn), speech_item);
-      if (create_response) {
+      if (create_response && !transcription_only) {
         if (job) {
           answer_pending = true;
         } else {
@@ -420,7 +436,15 @@ void Session::Cancel(const char* reason) {
 }
 
 void Session::Commit(std::vector<float> audio, const std::string& iid) {
-  pending_audio.push_back(std::move(audio));
+  // Unanswered turns wait in memory: together they stay within the clip limit.
+  size_t waiting = audio.size();
+  for (const auto& a : pending_audio) waiting += a.size();
+  if (waiting > static_cast<size_t>(ctx.options->max_audio_seconds * kRate)) {
+    return Error("the unanswered user audio is over the limit of " +
+                     std::to_string(ctx.options->max_audio_seconds) + " seconds; send response.create first",
+                 "limit_exceeded", "");
+  }
+  if (!transcription_only) pending_audio.push_back(audio);
   Send({{"type", "input_audio_buffer.committed"}, {"previous_item_id", nullptr}, {"item_id", iid}});
   Send({{"type", "conversation.item.created"},
         {"item",
@@ -430,7 +454,7 @@ void Session::Commit(std::vector<float> audio, const std::string& iid) {
           {"role", "user"},
           {"status", "completed"},
           {"content", {{{"type", "input_audio"}, {"transcript", nullptr}}}}}}});
-  if (!transcription.is_null()) Transcribe(pending_audio.back(), iid);
+  if (!transcription.is_null()) Transcribe(std::move(audio), iid);
 }
 
 // The user turn `iid` through the model's ASR task, a job of its own (batched with the response and
@@ -501,6 +525,10 @@ net::awaitable<void> Session::StreamTranscript(std::shared_ptr<Session> self, st
 }
 
 void Session::CreateResponse() {
+  if (transcription_only) {
+    return Error("a transcription session only transcribes; set session.type to \"realtime\" for answers", "",
+                 "session.type");
+  }
   if (pending_audio.empty() && pending_text.empty()) {
     return Error("nothing to answer: commit audio or create a user item first", "", "");
   }
