@@ -197,12 +197,15 @@ TEST(MatMul, RoundingBoundEveryTarget) {
 // row's position in a tile or an L2 row block, the team size, the split of n
 // and the alignment of X. k = 8197 makes the L2 row blocks (384 KiB of X)
 // 6 rows tall, k = 1282 makes them 72 rows; both have a remainder chunk.
+// k = 1000 (≤ 1024) takes AVX-512's X-tile-major sweep instead: 8-row tiles
+// for bf16 and f16 (37 = 4·8 + 5), n = 300 two of its W blocks (262 rows of
+// 2000 bytes in 512 KiB) and a remainder of the 3-row W groups.
 TEST(MatMul, DeterministicAcrossChunkingEveryTarget) {
   ThreadTeam team1(1), team2(2);
   ForEachTarget([&] {
     Rng rng(3);
-    for (size_t k : {1282, 8197}) {
-      const size_t m = 37, n = 21;
+    for (const auto& [k, n] : {std::pair<size_t, size_t>{1282, 21}, {8197, 21}, {1000, 300}}) {
+      const size_t m = 37;
       MatMulCase c(m, n, k, 0, /*integers=*/false, rng);
       for (WeightFormat t : kPlainFormats) {
         const Weight w = c.W(t);
