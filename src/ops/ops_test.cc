@@ -521,7 +521,8 @@ TEST(MatMulQuant, AccumulateRowIsExactDequantizationEveryTarget) {
 
 // PackedMatMul (a PackWeight of every plain format) against ref::MatMul, and
 // its determinism contract. Sizes cross the tile (6 rows), panel (16 columns),
-// k block (256) and row block (192) boundaries. Integers: exact. Normal data:
+// k block (256) and row block (192) boundaries, and (n up to 150: 10 panels)
+// the groups of panels a tile of each m takes, with single leftovers. Integers: exact. Normal data:
 // each output is a sequential sum of k + 1 terms (bias first), each step one
 // fma (or a product and a sum, two roundings), so
 // |simd − ref| ≤ γ_{2k+2}·(Σ|x·w| + |bias|) < (2k + 2)·ε·(Σ|x·w| + |bias|).
@@ -530,8 +531,18 @@ TEST(PackedMatMul, MatchesReferenceAndIsDeterministicEveryTarget) {
   Margin margin("PackedMatMul");
   ForEachTarget([&] {
     Rng rng(11);
-    for (auto [m, n, k] :
-         {std::array<size_t, 3>{1, 1, 1}, {2, 17, 3584}, {7, 33, 300}, {200, 40, 65}, {13, 5, 0}}) {
+    for (auto [m, n, k] : {std::array<size_t, 3>{1, 1, 1},
+                           {2, 17, 3584},
+                           {7, 33, 300},
+                           {200, 40, 65},
+                           {13, 5, 0},
+                           {1, 150, 40},
+                           {2, 150, 33},
+                           {3, 130, 20},
+                           {4, 120, 9},
+                           {5, 70, 18},
+                           {6, 70, 5},
+                           {20, 100, 300}}) {
       for (bool integers : {true, false}) {
         MatMulCase c(m, n, k, 1, integers, rng);
         for (WeightFormat t : kPlainFormats) {
