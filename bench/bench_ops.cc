@@ -13,7 +13,9 @@
 //
 // Usage: bench_ops [min_seconds_per_case, default 0.3] [small]
 // "small" runs only the small-m cold cases on one thread (m = 1..8, the
-// detokenizer's shapes), for tuning the small-m kernel.
+// detokenizer's shapes), for tuning the small-m kernel; "hot" the cache-resident
+// cases on one thread (the codec's shapes and a 1024 one, bf16 and f32), for
+// tuning the compute-bound tiles.
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -110,6 +112,14 @@ int Main(int argc, char** argv) {
     for (const Case& c : {cases[0], cases[1], cases[2]}) {
       for (size_t m : {1, 2, 3, 4, 6, 8}) RunCase(team, DType::kBF16, c, m, /*cold=*/true, min_seconds);
     }
+    return 0;
+  }
+  if (argc > 2 && std::string_view(argv[2]) == "hot") {
+    ThreadTeam team(1);
+    for (const Case& c : {Case{512, 512}, cases[0], cases[1], Case{1024, 1024}}) {
+      for (size_t m : {1, 6, 64}) RunCase(team, DType::kBF16, c, m, /*cold=*/false, min_seconds);
+    }
+    for (size_t m : {1, 6, 64}) RunCase(team, DType::kF32, cases[0], m, /*cold=*/false, min_seconds);
     return 0;
   }
   for (int threads : {1, 2}) {

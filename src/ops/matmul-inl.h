@@ -26,6 +26,10 @@
 #include <hwy/cache_control.h>
 #include <hwy/highway.h>
 
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+#include <immintrin.h>
+#endif
+
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -54,7 +58,8 @@ namespace HWY_NAMESPACE {
 // With R < kMR (small m) NR grows: R = 1 gets 8 independent FMA chains to
 // hide the FMA latency.
 #if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
-constexpr size_t kNrForR[] = {0, 8, 8, 6, 4, 4, 4};
+// R = 7 and 8 only in the X-tile-major sweep below (kWideMR).
+constexpr size_t kNrForR[] = {0, 8, 8, 6, 4, 4, 4, 3, 3};
 #else
 constexpr size_t kNrForR[] = {0, 8, 4, 3, 2, 2, 2};
 #endif
@@ -85,6 +90,66 @@ HWY_INLINE VF InRegister(VF v) {
   asm("" : "+x"(v.raw));
 #endif
   return v;
+}
+
+// The R·NR lane sums of a tile, each the same tree as Sum (simd-inl.h) gives on
+// one vector. On AVX-512, Sum is GCC's _mm512_reduce_add_ps: s8[i] = a[i] +
+// a[i+8], s4[i] = s8[i] + s8[i+4], s2[i] = s4[i] + s4[i+2], s = s2[0] + s2[1].
+// One at a time that costs ~4 shuffles, 4 adds and a broadcast per sum (15%
+// of the perf samples of the codec's 6 × 4 bf16 tile, k = 512); here the same
+// four levels run on 16 sums at once (two shuffles and one add per level and
+// pair of vectors), so every bit stays what Sum gives, and so what every
+// other tile shape gives. Measured (one core of this Xeon, hot bf16 W, best
+// µs): [6×512]·[512×512] 26.4 → 25.7, [6×1024]·[1024×1024] 98.5 → 90.8.
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+// Level 1 of two sums: lanes 0-7 a's s8, 8-15 b's.
+HWY_INLINE __m512 SumLevel8(__m512 a, __m512 b) {
+  return _mm512_add_ps(_mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(1, 0, 1, 0)),
+                       _mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(3, 2, 3, 2)));
+}
+// Level 2 of four (two level-1 vectors): 128-bit block b holds sum b's s4.
+HWY_INLINE __m512 SumLevel4(__m512 c, __m512 d) {
+  return _mm512_add_ps(_mm512_shuffle_f32x4(c, d, _MM_SHUFFLE(2, 0, 2, 0)),
+                       _mm512_shuffle_f32x4(c, d, _MM_SHUFFLE(3, 1, 3, 1)));
+}
+// Level 3 of eight (two level-2 vectors e, f): block b holds e's sum b's s2
+// in lanes 0-1 and f's in lanes 2-3.
+HWY_INLINE __m512 SumLevel2(__m512 e, __m512 f) {
+  const __m512d ed = _mm512_castps_pd(e), fd = _mm512_castps_pd(f);
+  return _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(ed, fd)),
+                       _mm512_castpd_ps(_mm512_unpackhi_pd(ed, fd)));
+}
+// Level 4 of sixteen (two level-3 vectors g, h): lane 4·b + t the sum of
+// quad t's sum b (quads 0, 1 from g, 2, 3 from h).
+HWY_INLINE __m512 SumLevel1(__m512 g, __m512 h) {
+  return _mm512_add_ps(_mm512_shuffle_ps(g, h, _MM_SHUFFLE(2, 0, 2, 0)),
+                       _mm512_shuffle_ps(g, h, _MM_SHUFFLE(3, 1, 3, 1)));
+}
+// out[j] = Sum(v[j]) for j < count (count ≤ 16; missing vectors count as 0).
+HWY_INLINE void SumsOf16(const VF* v, size_t count, float* out) {
+  __m512 in[16];
+  for (size_t j = 0; j < 16; ++j) in[j] = j < count ? v[j].raw : _mm512_setzero_ps();
+  __m512 l4[4];
+  for (size_t t = 0; t < 4; ++t)
+    l4[t] = SumLevel4(SumLevel8(in[4 * t], in[4 * t + 1]), SumLevel8(in[4 * t + 2], in[4 * t + 3]));
+  const __m512 s = SumLevel1(SumLevel2(l4[0], l4[1]), SumLevel2(l4[2], l4[3]));
+  // Sum j = 4·t + b sits in lane 4·b + t.
+  const __m512i idx = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+  HWY_ALIGN float buf[16];
+  _mm512_store_ps(buf, _mm512_permutexvar_ps(idx, s));
+  for (size_t j = 0; j < count; ++j) out[j] = buf[j];
+}
+#endif
+
+// out[j] = Sum(df, v[j]) for j < count.
+template <size_t kCount>
+HWY_INLINE void SumsOf(DF df, const VF* v, float* out) {
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+  (void)df;
+  for (size_t j = 0; j < kCount; j += 16) SumsOf16(v + j, std::min<size_t>(16, kCount - j), out + j);
+#else
+  for (size_t j = 0; j < kCount; ++j) out[j] = Sum(df, v[j]);
+#endif
 }
 
 // The arguments every MatMul helper passes along: X, W and Y from row 0.
@@ -139,9 +204,11 @@ HWY_NOINLINE void Tile(const MatMulArgs& a, size_t i, size_t j) {
       for (size_t c = 0; c < NR; ++c) acc[r][c] = hn::MulAdd(xv, wv[c], acc[r][c]);
     }
   }
+  float sums[R * NR];
+  SumsOf<R * NR>(df, &acc[0][0], sums);
   for (size_t r = 0; r < R; ++r) {
     for (size_t c = 0; c < NR; ++c) {
-      float s = Sum(df, acc[r][c]);
+      float s = sums[r * NR + c];
       if (a.bias != nullptr) s += a.bias[j + c];
       a.y[(i + r) * a.ldy + j + c] = s;
     }
@@ -162,12 +229,13 @@ HWY_INLINE void TileRows(const MatMulArgs& a, size_t rows, size_t i, size_t j) {
 // W rows one at a time. Every tile has MinR..MaxR rows.
 template <size_t NR, size_t MinR, size_t MaxR, class Fmt>
 void Sweep(const MatMulArgs& a, size_t i0, size_t i1, size_t j0, size_t j1) {
+  constexpr size_t kRows = MaxR;
   size_t j = j0;
   for (; j + NR <= j1; j += NR) {
-    for (size_t i = i0; i < i1; i += kMR) TileRows<NR, MinR, MaxR, Fmt>(a, std::min(kMR, i1 - i), i, j);
+    for (size_t i = i0; i < i1; i += kRows) TileRows<NR, MinR, MaxR, Fmt>(a, std::min(kRows, i1 - i), i, j);
   }
   for (; j < j1; ++j) {
-    for (size_t i = i0; i < i1; i += kMR) TileRows<1, MinR, MaxR, Fmt>(a, std::min(kMR, i1 - i), i, j);
+    for (size_t i = i0; i < i1; i += kRows) TileRows<1, MinR, MaxR, Fmt>(a, std::min(kRows, i1 - i), i, j);
   }
 }
 
@@ -180,10 +248,40 @@ HWY_INLINE void SweepSmallM(const MatMulArgs& a, size_t m, size_t j0, size_t j1)
   }
 }
 
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+// Large m, short rows, AVX-512: the other loop order. Sweep above keeps NR W
+// rows in L1 and streams the X rows of an L2 block past them, 6 X vectors
+// (384 bytes from L2) per 24 FMAs, which L2 cannot feed at this core's FMA
+// rate. Here a tile of kWideMR X rows (≤ 32 KiB: k ≤ kWideMaxK) stays in L1
+// and the W rows of an L2-resident block (kWBlockBytes) stream past it: NR
+// W vectors (96 bytes of bf16) per 24 FMAs. With 8 rows, a widened W vector
+// (shuffle and shift uops on the FMA ports for bf16 and f16) feeds 8 FMAs
+// instead of 6; f32 W costs only a load and keeps 6 × 4.
+// Measured (one core of this Xeon, hot bf16 W, best µs, shared machine):
+// [64×1024]·[1024×1024] 1251 → 790, [64×512]·[512×512] 334 → 265.
+template <class Fmt>
+constexpr size_t kWideMR = Fmt::kWidens ? 8 : 6;
+constexpr size_t kWideMaxK = 1024;
+constexpr size_t kWBlockBytes = 512 * 1024;
+
+template <class Fmt>
+void SweepXTiles(const MatMulArgs& a, size_t m, size_t j0, size_t j1) {
+  constexpr size_t kRows = kWideMR<Fmt>, kNr = kNrForR[kRows];
+  const size_t w_rows = std::max(kNr, kWBlockBytes / std::max<size_t>(a.w_row_bytes, 1) / kNr * kNr);
+  for (size_t jb = j0; jb < j1; jb += w_rows) {
+    const size_t je = std::min(j1, jb + w_rows);
+    for (size_t i = 0; i < m; i += kRows) Sweep<kNr, 1, kRows, Fmt>(a, i, std::min(m, i + kRows), jb, je);
+  }
+}
+#endif
+
 // All m rows of X against W rows [j0, j1).
 template <class Fmt>
 void MatMulColumns(const MatMulArgs& a, size_t m, size_t j0, size_t j1) {
   if (m < kMR) return SweepSmallM<Fmt>(a, m, j0, j1);
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+  if (m >= kWideMR<Fmt> && a.k <= kWideMaxK) return SweepXTiles<Fmt>(a, m, j0, j1);
+#endif
   const size_t rows_in_l2 = kXBlockBytes / (std::max<size_t>(a.k, 1) * sizeof(float));
   const size_t block = std::max(kMR, rows_in_l2 / kMR * kMR);
   for (size_t i0 = 0; i0 < m; i0 += block)
@@ -195,8 +293,8 @@ void MatMulWith(const float* x, size_t m, size_t ldx, const MatrixView& w, const
                 size_t ldy, ThreadTeam& team) {
   if (m == 0 || w.rows == 0) return;
   const MatMulArgs a{x, ldx, static_cast<const uint8_t*>(w.data), w.row_bytes, w.cols, bias, y, ldy};
-  // Shares in multiples of 8 W rows: whole tiles for every NR that divides 8.
-  team.ParallelFor(w.rows, 8, [&](size_t j0, size_t j1) { MatMulColumns<Fmt>(a, m, j0, j1); });
+  // Shares in multiples of 24 W rows: whole tiles for every NR (all divide 24).
+  team.ParallelFor(w.rows, 24, [&](size_t j0, size_t j1) { MatMulColumns<Fmt>(a, m, j0, j1); });
 }
 
 // acc[c] += W[row, c] for c < w.cols.

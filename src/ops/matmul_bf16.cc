@@ -31,6 +31,7 @@ struct Bf16Rows {
     for (size_t i = 0; i < count; ++i) buf[i] = Bf16ToF32(p[i]);
     return hn::Load(df, buf);
   }
+  static constexpr bool kWidens = true;  // Load costs more than a load (matmul-inl.h: kWideMR)
   static size_t BytesBefore(size_t q) { return q * sizeof(uint16_t); }
 };
 

@@ -20,6 +20,7 @@ struct F32Rows {
   static VF LoadTail(DF df, const uint8_t* row, size_t q, size_t count) {
     return HWY_NAMESPACE::LoadTail(df, At(row, q), count);
   }
+  static constexpr bool kWidens = false;  // Load costs more than a load (matmul-inl.h: kWideMR)
   static size_t BytesBefore(size_t q) { return q * sizeof(float); }
 };
 

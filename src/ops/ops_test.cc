@@ -197,12 +197,15 @@ TEST(MatMul, RoundingBoundEveryTarget) {
 // row's position in a tile or an L2 row block, the team size, the split of n
 // and the alignment of X. k = 8197 makes the L2 row blocks (384 KiB of X)
 // 6 rows tall, k = 1282 makes them 72 rows; both have a remainder chunk.
+// k = 1000 (≤ 1024) takes AVX-512's X-tile-major sweep instead: 8-row tiles
+// for bf16 and f16 (37 = 4·8 + 5), n = 300 two of its W blocks (262 rows of
+// 2000 bytes in 512 KiB) and a remainder of the 3-row W groups.
 TEST(MatMul, DeterministicAcrossChunkingEveryTarget) {
   ThreadTeam team1(1), team2(2);
   ForEachTarget([&] {
     Rng rng(3);
-    for (size_t k : {1282, 8197}) {
-      const size_t m = 37, n = 21;
+    for (const auto& [k, n] : {std::pair<size_t, size_t>{1282, 21}, {8197, 21}, {1000, 300}}) {
+      const size_t m = 37;
       MatMulCase c(m, n, k, 0, /*integers=*/false, rng);
       for (WeightFormat t : kPlainFormats) {
         const Weight w = c.W(t);
@@ -518,7 +521,8 @@ TEST(MatMulQuant, AccumulateRowIsExactDequantizationEveryTarget) {
 
 // PackedMatMul (a PackWeight of every plain format) against ref::MatMul, and
 // its determinism contract. Sizes cross the tile (6 rows), panel (16 columns),
-// k block (256) and row block (192) boundaries. Integers: exact. Normal data:
+// k block (256) and row block (192) boundaries, and (n up to 150: 10 panels)
+// the groups of panels a tile of each m takes, with single leftovers. Integers: exact. Normal data:
 // each output is a sequential sum of k + 1 terms (bias first), each step one
 // fma (or a product and a sum, two roundings), so
 // |simd − ref| ≤ γ_{2k+2}·(Σ|x·w| + |bias|) < (2k + 2)·ε·(Σ|x·w| + |bias|).
@@ -527,8 +531,18 @@ TEST(PackedMatMul, MatchesReferenceAndIsDeterministicEveryTarget) {
   Margin margin("PackedMatMul");
   ForEachTarget([&] {
     Rng rng(11);
-    for (auto [m, n, k] :
-         {std::array<size_t, 3>{1, 1, 1}, {2, 17, 3584}, {7, 33, 300}, {200, 40, 65}, {13, 5, 0}}) {
+    for (auto [m, n, k] : {std::array<size_t, 3>{1, 1, 1},
+                           {2, 17, 3584},
+                           {7, 33, 300},
+                           {200, 40, 65},
+                           {13, 5, 0},
+                           {1, 150, 40},
+                           {2, 150, 33},
+                           {3, 130, 20},
+                           {4, 120, 9},
+                           {5, 70, 18},
+                           {6, 70, 5},
+                           {20, 100, 300}}) {
       for (bool integers : {true, false}) {
         MatMulCase c(m, n, k, 1, integers, rng);
         for (WeightFormat t : kPlainFormats) {
