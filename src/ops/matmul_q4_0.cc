@@ -12,6 +12,9 @@
 #include "ops/matmul_quant-inl.h"
 
 HWY_BEFORE_NAMESPACE();
+#if HWY_TARGET == HWY_AVX3_DL
+HWY_PUSH_ATTRIBUTES("avx512vnni")  // see matmul_quant-inl.h
+#endif
 namespace lfmvox::ops {
 namespace HWY_NAMESPACE {
 
@@ -19,7 +22,54 @@ struct Q4_0Blocks {
   static constexpr const char* kName = "Q4_0";
   static constexpr size_t kBlockElems = 32, kBlockBytes = kQ4_0BlockBytes, kGroups = 1;
   static constexpr size_t kScaleAt = 0, kXSideScale = 8;
-#if LFMVOX_QUANT_INTRINSICS
+#if LFMVOX_QUANT_VNNI
+  // Four blocks a step on 512-bit vectors (matmul_quant-inl.h): with C = the
+  // code bytes of blocks b .. b + 3 (one per 128-bit lane), A = C & 15
+  // (weights [0, 16) of each block) and B = C >> 4 ([16, 32)), unsigned
+  // operands of vpdpbusd against X's values in the same order. Each row's sum
+  // starts from X's correction −8·Σ x (per lane, the 8 values it covers), so
+  // Σ x·(q − 8) needs two vpdpbusd per step and row. Per lane |sum| ≤
+  // 8·15·127 + 8·8·127: exact in int32. X's record: A, B, the correction
+  // (16 int32), d_x (16 floats, lane l: block l / 4).
+  static constexpr bool kSteps = true;
+  static constexpr size_t kStepBlocks = 4, kRecordBytes = 256, kDxAt = 192;
+  struct Step {
+    __m512i a, b;
+  };
+  static __m128i Load16(const uint8_t* blk, size_t j) {
+    return _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + j * kBlockBytes + 2));
+  }
+  static Step Gather(const uint8_t* blk, size_t n) {  // blocks 0 .. n − 1 at blk, zeros after
+    __m512i v = _mm512_castsi128_si512(Load16(blk, 0));
+    v = _mm512_inserti32x4(v, n > 1 ? Load16(blk, 1) : _mm_setzero_si128(), 1);
+    v = _mm512_inserti32x4(v, n > 2 ? Load16(blk, 2) : _mm_setzero_si128(), 2);
+    v = _mm512_inserti32x4(v, n > 3 ? Load16(blk, 3) : _mm_setzero_si128(), 3);
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    return {_mm512_and_si512(v, m4), _mm512_and_si512(_mm512_srli_epi16(v, 4), m4)};
+  }
+  static Step DecodeStep(const uint8_t* blk) { return Gather(blk, 4); }
+  static Step DecodeTail(const uint8_t* blk, size_t n) { return Gather(blk, n); }
+  static int WSide(const Step& /*w*/) { return 0; }
+  static QStepI DotStep(const Step& q, int /*ws*/, const uint8_t* xr) {
+    const __m512i xa = _mm512_load_si512(xr);
+    const __m512i xb = _mm512_load_si512(xr + 64);
+    return _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_load_si512(xr + 128), q.a, xa), q.b, xb);
+  }
+  static void PackX(const int8_t* q, const float* d, uint8_t* rec) {
+    int32_t* xs = reinterpret_cast<int32_t*>(rec + 128);
+    for (size_t g = 0; g < 4; ++g) {
+      std::memcpy(rec + 16 * g, q + 32 * g, 16);
+      std::memcpy(rec + 64 + 16 * g, q + 32 * g + 16, 16);
+      for (size_t l = 0; l < 4; ++l) {
+        int32_t sum = 0;
+        for (size_t e = 0; e < 4; ++e) sum += q[32 * g + 4 * l + e] + q[32 * g + 16 + 4 * l + e];
+        xs[4 * g + l] = -8 * sum;
+      }
+    }
+    float* dx = reinterpret_cast<float*>(rec + kDxAt);
+    for (size_t l = 0; l < 16; ++l) dx[l] = d[l / 4];
+  }
+#elif LFMVOX_QUANT_INTRINSICS
   // Four blocks a step (matmul_quant-inl.h). Block j's code byte i holds
   // weights i (low nibble) and i + 16 (high). With L = code bytes [0, 8) of
   // blocks b, b + 1 | b + 2, b + 3 (64 bits each; the bar: 128-bit lanes)
@@ -54,7 +104,8 @@ struct Q4_0Blocks {
   }
   // Pair sums ≤ 2·15·127 each, four of them ≤ 15240, the correction (8 times
   // 8 values) ≤ 8128 in magnitude: the int16 sums and difference are exact.
-  static QInt DotStep(const Step& q, const uint8_t* xr) {
+  static int WSide(const Step& /*q*/) { return 0; }
+  static QInt DotStep(const Step& q, int /*ws*/, const uint8_t* xr) {
     auto x = [xr](size_t o) { return _mm256_load_si256(reinterpret_cast<const __m256i*>(xr + o)); };
     const __m256i p = _mm256_add_epi16(
         _mm256_add_epi16(_mm256_maddubs_epi16(q.a, x(0)), _mm256_maddubs_epi16(q.b, x(32))),
@@ -96,6 +147,9 @@ LFMVOX_DEFINE_QUANT_MATMUL_KERNELS(Q4_0, Q4_0Blocks)
 // NOLINTNEXTLINE(google-readability-namespace-comments)
 }  // namespace HWY_NAMESPACE
 }  // namespace lfmvox::ops
+#if HWY_TARGET == HWY_AVX3_DL
+HWY_POP_ATTRIBUTES
+#endif
 HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE

@@ -11,6 +11,9 @@
 #include "ops/matmul_quant-inl.h"
 
 HWY_BEFORE_NAMESPACE();
+#if HWY_TARGET == HWY_AVX3_DL
+HWY_PUSH_ATTRIBUTES("avx512vnni")  // see matmul_quant-inl.h
+#endif
 namespace lfmvox::ops {
 namespace HWY_NAMESPACE {
 
@@ -18,7 +21,50 @@ struct Q8_0Blocks {
   static constexpr const char* kName = "Q8_0";
   static constexpr size_t kBlockElems = 32, kBlockBytes = kQ8_0BlockBytes, kGroups = 1;
   static constexpr size_t kScaleAt = 0, kXSideScale = 0;
-#if LFMVOX_QUANT_INTRINSICS
+#if LFMVOX_QUANT_VNNI
+  // Four blocks a step on 512-bit vectors (matmul_quant-inl.h): A = values
+  // [0, 16) of blocks b .. b + 3 (one per 128-bit lane), B = [16, 32). vpdpbusd
+  // wants one unsigned operand: X's record holds x + 128 (1 .. 255), so
+  // Σ (x + 128)·w = Σ x·w + 128·Σ w, and the W-side term −128·Σ w (one
+  // vpdpbusd pair per decoded step, shared by the tile's X rows) starts each
+  // row's sum. Per lane 8 products, |(x + 128)·w| ≤ 255·128: exact in int32.
+  // X's record: its A, its B, then d_x (16 floats, lane l: block l / 4).
+  static constexpr bool kSteps = true;
+  static constexpr size_t kStepBlocks = 4, kRecordBytes = 192, kDxAt = 128;
+  struct Step {
+    __m512i a, b;
+  };
+  static __m128i Load16(const uint8_t* p) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)); }
+  // Bytes [o, o + 16) of the codes of blocks 0 .. n − 1 at blk, zeros after.
+  static __m512i Gather(const uint8_t* blk, size_t o, size_t n) {
+    __m512i v = _mm512_castsi128_si512(Load16(blk + 2 + o));
+    v = _mm512_inserti32x4(v, n > 1 ? Load16(blk + kBlockBytes + 2 + o) : _mm_setzero_si128(), 1);
+    v = _mm512_inserti32x4(v, n > 2 ? Load16(blk + 2 * kBlockBytes + 2 + o) : _mm_setzero_si128(), 2);
+    return _mm512_inserti32x4(v, n > 3 ? Load16(blk + 3 * kBlockBytes + 2 + o) : _mm_setzero_si128(), 3);
+  }
+  static Step DecodeStep(const uint8_t* blk) { return {Gather(blk, 0, 4), Gather(blk, 16, 4)}; }
+  static Step DecodeTail(const uint8_t* blk, size_t n) { return {Gather(blk, 0, n), Gather(blk, 16, n)}; }
+  static __m512i WSide(const Step& w) {
+    const __m512i k128 = _mm512_set1_epi8(static_cast<char>(0x80));
+    const __m512i z = _mm512_setzero_si512();
+    return _mm512_sub_epi32(z, _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(z, k128, w.a), k128, w.b));
+  }
+  static QStepI DotStep(const Step& w, __m512i ws, const uint8_t* xr) {
+    const __m512i xa = _mm512_load_si512(xr);
+    const __m512i xb = _mm512_load_si512(xr + 64);
+    return _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(ws, xa, w.a), xb, w.b);
+  }
+  static void PackX(const int8_t* q, const float* d, uint8_t* rec) {
+    for (size_t g = 0; g < 4; ++g) {
+      for (size_t l = 0; l < 16; ++l) {
+        rec[16 * g + l] = static_cast<uint8_t>(q[32 * g + l] + 128);
+        rec[64 + 16 * g + l] = static_cast<uint8_t>(q[32 * g + 16 + l] + 128);
+      }
+    }
+    float* dx = reinterpret_cast<float*>(rec + kDxAt);
+    for (size_t l = 0; l < 16; ++l) dx[l] = d[l / 4];
+  }
+#elif LFMVOX_QUANT_INTRINSICS
   // Two blocks a step (matmul_quant-inl.h): A = values [0, 16) of both
   // blocks (one per 128-bit lane), B = [16, 32); X's record: its A, its B,
   // then d_x.
@@ -41,7 +87,8 @@ struct Q8_0Blocks {
   // pmaddubsw wants one unsigned operand: |w| · (x with w's sign) = w·x. A
   // half's pair sums stay below 2·128·127 < 2^15, so nothing saturates, but
   // two halves could: each is widened to int32 on its own.
-  static QInt DotStep(const Step& w, const uint8_t* xr) {
+  static int WSide(const Step& /*w*/) { return 0; }
+  static QInt DotStep(const Step& w, int /*ws*/, const uint8_t* xr) {
     const __m256i xa = _mm256_load_si256(reinterpret_cast<const __m256i*>(xr));
     const __m256i xb = _mm256_load_si256(reinterpret_cast<const __m256i*>(xr + 32));
     const __m256i one = _mm256_set1_epi16(1);
@@ -73,6 +120,9 @@ LFMVOX_DEFINE_QUANT_MATMUL_KERNELS(Q8_0, Q8_0Blocks)
 // NOLINTNEXTLINE(google-readability-namespace-comments)
 }  // namespace HWY_NAMESPACE
 }  // namespace lfmvox::ops
+#if HWY_TARGET == HWY_AVX3_DL
+HWY_POP_ATTRIBUTES
+#endif
 HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE

@@ -60,6 +60,11 @@
 #endif
 
 HWY_BEFORE_NAMESPACE();
+// hwy 1.0.3 compiles AVX3_DL without avx512vnni (it names "avxvnni", the VEX
+// form), although its run-time check for AVX3_DL requires AVX-512 VNNI.
+#if HWY_TARGET == HWY_AVX3_DL
+HWY_PUSH_ATTRIBUTES("avx512vnni")
+#endif
 namespace lfmvox::ops {
 namespace HWY_NAMESPACE {
 
@@ -68,6 +73,15 @@ namespace HWY_NAMESPACE {
 // i32; psignb); elsewhere a portable i16×i16→i32 path
 // (ReorderWidenMulAccumulate) on weights the decoder widens to int16.
 #undef LFMVOX_QUANT_INTRINSICS
+#undef LFMVOX_QUANT_VNNI
+// AVX3_DL (Icelake and later) has AVX-512 VNNI: the steps of the 32-blocks
+// run on 512-bit vectors with vpdpbusd (u8×i8 quadruples summed into int32
+// lanes, no intermediate int16), see the step primitives below.
+#if HWY_TARGET == HWY_AVX3_DL
+#define LFMVOX_QUANT_VNNI 1
+#else
+#define LFMVOX_QUANT_VNNI 0
+#endif
 #if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
 #define LFMVOX_QUANT_INTRINSICS 1
 struct QAcc {
@@ -268,29 +282,63 @@ HWY_NOINLINE void QTile(const QuantArgs& a, size_t i, size_t j) {
 
 #if LFMVOX_QUANT_INTRINSICS
 // The 32-blocks (Q8_0, Q4_0) on AVX2/AVX-512, kStepBlocks = S blocks a step
-// (Q8_0: 2, Q4_0: 4): a decoder with kSteps has
+// (Q8_0: 2, Q4_0: 4; both 4 on AVX3_DL): a decoder with kSteps has
 //   Step DecodeStep(const uint8_t* blk): blocks b .. b + S (blk: b's start)
 //       in the order of the X record below; DecodeTail(blk, n): the n < S
 //       blocks left at the end of a row, the others' codes 0;
-//   QInt DotStep(step, xrec): int32 lanes, lane l summing the products of
-//       block b + l / (8 / S) only, exact;
+//   WSide(step): a W-only term of the step, computed once per decoded step
+//       and shared by the tile's X rows (Q8_0 on AVX3_DL: −128·Σ w; int 0
+//       where there is none);
+//   QStepI DotStep(step, ws, xrec): int32 lanes (kQStepLanes: 8, or 16 on
+//       AVX3_DL), lane l summing the products of block b + l / (lanes / S)
+//       only, exact;
 //   PackX(q, d, rec): the X record of a step from its S groups (q: 32·S int8
 //       in element order, d: their f32 scales; zeros past a row's end):
 //       the int8 values in the decoder's order, the X-side correction if the
-//       decoder has one, and at kDxAt the 8 floats d[l / (8 / S)].
-// So a step costs one pmaddwd, one conversion, one multiply of the scales and
-// one FMA per 32·S weights (Q4_0 adds its four pmaddubsw results exactly in
-// int16; Q8_0's two halves could overflow it and are widened separately),
-// and every tile shape runs the same steps in the same order: per output,
-// one FMA per step in order, then the tail, then the lane sum (batched ==
-// alone). The X record is private to the call, so its layout is free.
+//       decoder has one, and at kDxAt the kQStepLanes floats d[l / (lanes / S)].
+// On AVX2/AVX3 (256-bit, S = 2 or 4) a step costs one pmaddwd, one
+// conversion, one multiply of the scales and one FMA per 32·S weights (Q4_0 adds its four pmaddubsw results
+// exactly in int16; Q8_0's two halves could overflow it and are widened separately), and every tile shape
+// runs the same steps in the same order: per output, one FMA per step in order, then the tail, then the lane
+// sum (batched == alone). On AVX3_DL (512-bit, S = 4, VNNI) two vpdpbusd per step and X row replace the
+// pmaddubsw/pmaddwd chain, and the conversion, the multiply and the FMA serve 128 weights. The X record is
+// private to the call, so its layout is free.
 
-// d_w of the S = 2 or 4 blocks at blk (kBlockBytes apart) in the lanes the
-// steps use (lane l: block l / (8 / S)); the blocks from n on take block 0's
+// The step primitives: f32 lanes QStepF (the accumulators, the scales) and
+// int32 lanes QStepI (a step's exact sums); 256-bit on AVX2/AVX3, 512-bit on
+// AVX3_DL.
+#if LFMVOX_QUANT_VNNI
+using QStepF = __m512;
+using QStepI = __m512i;
+constexpr size_t kQStepLanes = 16;
+HWY_INLINE QStepF QStepZero() { return _mm512_setzero_ps(); }
+HWY_INLINE QStepF QStepMulAdd(QStepI p, QStepF scale, QStepF acc) {
+  return _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), scale, acc);
+}
+HWY_INLINE QStepF QStepLoadF(const uint8_t* p) { return _mm512_load_ps(reinterpret_cast<const float*>(p)); }
+HWY_INLINE QStepF QStepMul(QStepF a, QStepF b) { return _mm512_mul_ps(a, b); }
+// Halves added, then the 8-lane tree of QSum: 4 roundings, a fixed order.
+HWY_INLINE float QStepSum(QStepF a) {
+  return QSum({_mm256_add_ps(_mm512_castps512_ps256(a), _mm512_extractf32x8_ps(a, 1))});
+}
+#else
+using QStepF = __m256;
+using QStepI = __m256i;
+constexpr size_t kQStepLanes = 8;
+HWY_INLINE QStepF QStepZero() { return _mm256_setzero_ps(); }
+HWY_INLINE QStepF QStepMulAdd(QStepI p, QStepF scale, QStepF acc) { return QMulAdd(p, scale, {acc}).v; }
+HWY_INLINE QStepF QStepLoadF(const uint8_t* p) { return _mm256_load_ps(reinterpret_cast<const float*>(p)); }
+HWY_INLINE QStepF QStepMul(QStepF a, QStepF b) { return _mm256_mul_ps(a, b); }
+HWY_INLINE float QStepSum(QStepF a) { return QSum({a}); }
+#endif
+
+// d_w of the S blocks at blk (kBlockBytes apart) in the lanes the steps use
+// (lane l: block l / (kQStepLanes / S)); the blocks from n on take block 0's
 // (finite; their products are 0). Built in general registers, which the
 // vector ports do not share.
 template <size_t S, size_t kBlockBytes>
-HWY_INLINE __m256 QLoadStepScales(const uint8_t* blk, size_t n = S) {
+HWY_INLINE QStepF QLoadStepScales(const uint8_t* blk, size_t n = S) {
+  static_assert(S <= 4 && kQStepLanes % S == 0);
   uint16_t h[S];
   std::memcpy(&h[0], blk, 2);
   for (size_t s = 1; s < S; ++s) {
@@ -300,7 +348,16 @@ HWY_INLINE __m256 QLoadStepScales(const uint8_t* blk, size_t n = S) {
       h[s] = h[0];
     }
   }
-#if !defined(HWY_DISABLE_F16C)
+#if LFMVOX_QUANT_VNNI
+  uint64_t v = 0;
+  for (size_t s = 0; s < S; ++s) v |= uint64_t{h[s]} << (16 * s);
+  const __m128 f = _mm_cvtph_ps(_mm_cvtsi64_si128(static_cast<long long>(v)));
+  constexpr int kRep = static_cast<int>(kQStepLanes / S);
+  const __m512i idx =
+      _mm512_setr_epi32(0 / kRep, 1 / kRep, 2 / kRep, 3 / kRep, 4 / kRep, 5 / kRep, 6 / kRep, 7 / kRep,
+                        8 / kRep, 9 / kRep, 10 / kRep, 11 / kRep, 12 / kRep, 13 / kRep, 14 / kRep, 15 / kRep);
+  return _mm512_permutexvar_ps(idx, _mm512_castps128_ps512(f));
+#elif !defined(HWY_DISABLE_F16C)
   uint64_t v = 0;
   for (size_t s = 0; s < S; ++s) v |= uint64_t{h[s]} << (16 * s);
   __m128i t = _mm_cvtsi64_si128(static_cast<long long>(v));
@@ -321,10 +378,10 @@ HWY_INLINE void PrefetchStep(const uint8_t* p) {
   for (size_t o = 0; o < Fmt::kStepBlocks * Fmt::kBlockBytes; o += 64) hwy::Prefetch(p + o);
 }
 
-template <class Fmt>
-HWY_INLINE QAcc QStepAcc(const typename Fmt::Step& codes, __m256 dw, const uint8_t* xr, QAcc acc) {
-  const __m256 s = _mm256_mul_ps(dw, _mm256_load_ps(reinterpret_cast<const float*>(xr + Fmt::kDxAt)));
-  return QMulAdd(Fmt::DotStep(codes, xr), s, acc);
+// ws: the decoder's W-side term of the step (WSide), shared by the X rows.
+template <class Fmt, class WS>
+HWY_INLINE QStepF QStepAcc(const typename Fmt::Step& codes, WS ws, QStepF dw, const uint8_t* xr, QStepF acc) {
+  return QStepMulAdd(Fmt::DotStep(codes, ws, xr), QStepMul(dw, QStepLoadF(xr + Fmt::kDxAt)), acc);
 }
 
 template <size_t R, size_t NR, class Fmt>
@@ -333,11 +390,11 @@ HWY_NOINLINE void QTileSteps(const QuantArgs& a, size_t i, size_t j) {
   const uint8_t* HWY_RESTRICT w = a.w + j * rb;
   const uint8_t* HWY_RESTRICT x = a.x + i * a.ldx;
   constexpr size_t kS = Fmt::kStepBlocks, kSB = kS * Fmt::kBlockBytes, kXB = Fmt::kRecordBytes;
-  QAcc acc[R][NR];  // acc[r][c]: Y[i + r, j + c]
+  QStepF acc[R][NR];  // acc[r][c]: Y[i + r, j + c]
   HWY_UNROLL(8)
   for (size_t r = 0; r < R; ++r) {
     HWY_UNROLL(8)
-    for (size_t c = 0; c < NR; ++c) acc[r][c] = QZero();
+    for (size_t c = 0; c < NR; ++c) acc[r][c] = QStepZero();
   }
   const size_t steps = a.blocks / kS;
   for (size_t p = 0; p < steps; ++p) {
@@ -349,9 +406,11 @@ HWY_NOINLINE void QTileSteps(const QuantArgs& a, size_t i, size_t j) {
     for (size_t c = 0; c < NR; ++c) {
       const uint8_t* blk = w + c * rb + p * kSB;
       const typename Fmt::Step codes = Fmt::DecodeStep(blk);
-      const __m256 dw = QLoadStepScales<kS, Fmt::kBlockBytes>(blk);
+      const auto ws = Fmt::WSide(codes);
+      const QStepF dw = QLoadStepScales<kS, Fmt::kBlockBytes>(blk);
       HWY_UNROLL(8)
-      for (size_t r = 0; r < R; ++r) acc[r][c] = QStepAcc<Fmt>(codes, dw, x + r * a.ldx + kXB * p, acc[r][c]);
+      for (size_t r = 0; r < R; ++r)
+        acc[r][c] = QStepAcc<Fmt>(codes, ws, dw, x + r * a.ldx + kXB * p, acc[r][c]);
     }
   }
   if (const size_t n = a.blocks % kS; n != 0) {
@@ -359,10 +418,11 @@ HWY_NOINLINE void QTileSteps(const QuantArgs& a, size_t i, size_t j) {
     for (size_t c = 0; c < NR; ++c) {
       const uint8_t* blk = w + c * rb + steps * kSB;
       const typename Fmt::Step codes = Fmt::DecodeTail(blk, n);
-      const __m256 dw = QLoadStepScales<kS, Fmt::kBlockBytes>(blk, n);
+      const auto ws = Fmt::WSide(codes);
+      const QStepF dw = QLoadStepScales<kS, Fmt::kBlockBytes>(blk, n);
       HWY_UNROLL(8)
       for (size_t r = 0; r < R; ++r) {
-        acc[r][c] = QStepAcc<Fmt>(codes, dw, x + r * a.ldx + kXB * steps, acc[r][c]);
+        acc[r][c] = QStepAcc<Fmt>(codes, ws, dw, x + r * a.ldx + kXB * steps, acc[r][c]);
       }
     }
   }
@@ -370,7 +430,7 @@ HWY_NOINLINE void QTileSteps(const QuantArgs& a, size_t i, size_t j) {
   for (size_t r = 0; r < R; ++r) {
     HWY_UNROLL(8)
     for (size_t c = 0; c < NR; ++c) {
-      float s = QSum(acc[r][c]);
+      float s = QStepSum(acc[r][c]);
       if (a.bias != nullptr) s += a.bias[j + c];
       a.y[(i + r) * a.ldy + j + c] = s;
     }
@@ -546,6 +606,9 @@ void QuantAccumulateRowWith(const MatrixView& w, size_t row, float* acc) {
 // NOLINTNEXTLINE(google-readability-namespace-comments)
 }  // namespace HWY_NAMESPACE
 }  // namespace lfmvox::ops
+#if HWY_TARGET == HWY_AVX3_DL
+HWY_POP_ATTRIBUTES
+#endif
 HWY_AFTER_NAMESPACE();
 
 #endif  // per-target include guard
