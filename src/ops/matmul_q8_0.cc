@@ -22,47 +22,63 @@ struct Q8_0Blocks {
   static constexpr size_t kBlockElems = 32, kBlockBytes = kQ8_0BlockBytes, kGroups = 1;
   static constexpr size_t kScaleAt = 0, kXSideScale = 0;
 #if LFMVOX_QUANT_VNNI
-  // Four blocks a step on 512-bit vectors (matmul_quant-inl.h): A = values
-  // [0, 16) of blocks b .. b + 3 (one per 128-bit lane), B = [16, 32). vpdpbusd
-  // wants one unsigned operand: X's record holds x + 128 (1 .. 255), so
-  // Σ (x + 128)·w = Σ x·w + 128·Σ w, and the W-side term −128·Σ w (one
-  // vpdpbusd pair per decoded step, shared by the tile's X rows) starts each
-  // row's sum. Per lane 8 products, |(x + 128)·w| ≤ 255·128: exact in int32.
-  // X's record: its A, its B, then d_x (16 floats, lane l: block l / 4).
+  // Eight blocks a step on 512-bit vectors (matmul_quant-inl.h): register
+  // P_i (i < 4) holds in its 128-bit lane c the values [8i, 8i + 8) of block
+  // 2c, then those of block 2c + 1, so int32 lane l sums block l / 2 only.
+  // vpdpbusd wants one unsigned operand: X's record holds x + 128 (1 .. 255),
+  // so Σ (x + 128)·w = Σ x·w + 128·Σ w, and the W-side term −128·Σ w (four
+  // vpdpbusd per decoded step, shared by the tile's X rows) starts each
+  // row's sum. Per lane 16 products, |(x + 128)·w| ≤ 255·128: exact in int32.
+  // X's record: its P_0 .. P_3, then d_x (16 floats, lane l: block l / 2).
   static constexpr bool kSteps = true;
-  static constexpr size_t kStepBlocks = 4, kRecordBytes = 192, kDxAt = 128;
+  static constexpr size_t kStepBlocks = 8, kRecordBytes = 320, kDxAt = 256;
   struct Step {
-    __m512i a, b;
+    __m512i p[4];
   };
-  static __m128i Load16(const uint8_t* p) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)); }
-  // Bytes [o, o + 16) of the codes of blocks 0 .. n − 1 at blk, zeros after.
-  static __m512i Gather(const uint8_t* blk, size_t o, size_t n) {
-    __m512i v = _mm512_castsi128_si512(Load16(blk + 2 + o));
-    v = _mm512_inserti32x4(v, n > 1 ? Load16(blk + kBlockBytes + 2 + o) : _mm_setzero_si128(), 1);
-    v = _mm512_inserti32x4(v, n > 2 ? Load16(blk + 2 * kBlockBytes + 2 + o) : _mm_setzero_si128(), 2);
-    return _mm512_inserti32x4(v, n > 3 ? Load16(blk + 3 * kBlockBytes + 2 + o) : _mm_setzero_si128(), 3);
+  // Bytes [o, o + 16) of the codes of blocks j0, j0 + 2, j0 + 4, j0 + 6 at
+  // blk (one per 128-bit lane), zeros for the blocks from n on.
+  static __m512i Lanes(const uint8_t* blk, size_t j0, size_t o, size_t n) {
+    auto ld = [&](size_t j) {
+      return j < n ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + j * kBlockBytes + 2 + o))
+                   : _mm_setzero_si128();
+    };
+    __m512i v = _mm512_castsi128_si512(ld(j0));
+    v = _mm512_inserti32x4(v, ld(j0 + 2), 1);
+    v = _mm512_inserti32x4(v, ld(j0 + 4), 2);
+    return _mm512_inserti32x4(v, ld(j0 + 6), 3);
   }
-  static Step DecodeStep(const uint8_t* blk) { return {Gather(blk, 0, 4), Gather(blk, 16, 4)}; }
-  static Step DecodeTail(const uint8_t* blk, size_t n) { return {Gather(blk, 0, n), Gather(blk, 16, n)}; }
+  static Step Gather(const uint8_t* blk, size_t n) {
+    Step s;
+    for (size_t h = 0; h < 2; ++h) {
+      const __m512i e = Lanes(blk, 0, 16 * h, n), o = Lanes(blk, 1, 16 * h, n);
+      s.p[2 * h] = _mm512_unpacklo_epi64(e, o);
+      s.p[2 * h + 1] = _mm512_unpackhi_epi64(e, o);
+    }
+    return s;
+  }
+  static Step DecodeStep(const uint8_t* blk) { return Gather(blk, kStepBlocks); }
+  static Step DecodeTail(const uint8_t* blk, size_t n) { return Gather(blk, n); }
   static __m512i WSide(const Step& w) {
     const __m512i k128 = _mm512_set1_epi8(static_cast<char>(0x80));
     const __m512i z = _mm512_setzero_si512();
-    return _mm512_sub_epi32(z, _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(z, k128, w.a), k128, w.b));
+    __m512i c = z;
+    for (size_t i = 0; i < 4; ++i) c = _mm512_dpbusd_epi32(c, k128, w.p[i]);
+    return _mm512_sub_epi32(z, c);
   }
   static QStepI DotStep(const Step& w, __m512i ws, const uint8_t* xr) {
-    const __m512i xa = _mm512_load_si512(xr);
-    const __m512i xb = _mm512_load_si512(xr + 64);
-    return _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(ws, xa, w.a), xb, w.b);
+    __m512i p = ws;
+    for (size_t i = 0; i < 4; ++i) p = _mm512_dpbusd_epi32(p, _mm512_load_si512(xr + 64 * i), w.p[i]);
+    return p;
   }
   static void PackX(const int8_t* q, const float* d, uint8_t* rec) {
-    for (size_t g = 0; g < 4; ++g) {
-      for (size_t l = 0; l < 16; ++l) {
-        rec[16 * g + l] = static_cast<uint8_t>(q[32 * g + l] + 128);
-        rec[64 + 16 * g + l] = static_cast<uint8_t>(q[32 * g + 16 + l] + 128);
+    for (size_t i = 0; i < 4; ++i) {
+      for (size_t g = 0; g < 8; ++g) {
+        for (size_t e = 0; e < 8; ++e)
+          rec[64 * i + 8 * g + e] = static_cast<uint8_t>(q[32 * g + 8 * i + e] + 128);
       }
     }
     float* dx = reinterpret_cast<float*>(rec + kDxAt);
-    for (size_t l = 0; l < 16; ++l) dx[l] = d[l / 4];
+    for (size_t l = 0; l < 16; ++l) dx[l] = d[l / 2];
   }
 #elif LFMVOX_QUANT_INTRINSICS
   // Two blocks a step (matmul_quant-inl.h): A = values [0, 16) of both

@@ -198,6 +198,11 @@ struct QuantArgs {
 // do not spill.
 constexpr size_t kQNrForR[] = {0, 4, 4, 3, 2};
 constexpr size_t kQMR = 4;
+// The 512-bit VNNI steps of AVX3_DL (32 registers) run up to 8 X rows a tile,
+// so that each decoded step (4 to 6 shuffles, and Q8_0's W-side term) serves
+// twice as many rows: m ≥ 8 runs 8×2 tiles.
+constexpr size_t kQNrForRVnni[] = {0, 4, 4, 4, 3, 3, 2, 2, 2};
+constexpr size_t kQMRVnni = 8;
 // For m > kQMR: X rows processed against each W row block while they stay in
 // L2, as matmul-inl.h does (quantized X is ~1.1 bytes a value).
 constexpr size_t kQXBlockBytes = 256 * 1024;
@@ -282,7 +287,7 @@ HWY_NOINLINE void QTile(const QuantArgs& a, size_t i, size_t j) {
 
 #if LFMVOX_QUANT_INTRINSICS
 // The 32-blocks (Q8_0, Q4_0) on AVX2/AVX-512, kStepBlocks = S blocks a step
-// (Q8_0: 2, Q4_0: 4; both 4 on AVX3_DL): a decoder with kSteps has
+// (Q8_0: 2, Q4_0: 4; both 8 on AVX3_DL): a decoder with kSteps has
 //   Step DecodeStep(const uint8_t* blk): blocks b .. b + S (blk: b's start)
 //       in the order of the X record below; DecodeTail(blk, n): the n < S
 //       blocks left at the end of a row, the others' codes 0;
@@ -300,8 +305,8 @@ HWY_NOINLINE void QTile(const QuantArgs& a, size_t i, size_t j) {
 // conversion, one multiply of the scales and one FMA per 32·S weights (Q4_0 adds its four pmaddubsw results
 // exactly in int16; Q8_0's two halves could overflow it and are widened separately), and every tile shape
 // runs the same steps in the same order: per output, one FMA per step in order, then the tail, then the lane
-// sum (batched == alone). On AVX3_DL (512-bit, S = 4, VNNI) two vpdpbusd per step and X row replace the
-// pmaddubsw/pmaddwd chain, and the conversion, the multiply and the FMA serve 128 weights. The X record is
+// sum (batched == alone). On AVX3_DL (512-bit, S = 8, VNNI) four vpdpbusd per step and X row replace the
+// pmaddubsw/pmaddwd chain, and the conversion, the multiply and the FMA serve 256 weights. The X record is
 // private to the call, so its layout is free.
 
 // The step primitives: f32 lanes QStepF (the accumulators, the scales) and
@@ -338,7 +343,7 @@ HWY_INLINE float QStepSum(QStepF a) { return QSum({a}); }
 // vector ports do not share.
 template <size_t S, size_t kBlockBytes>
 HWY_INLINE QStepF QLoadStepScales(const uint8_t* blk, size_t n = S) {
-  static_assert(S <= 4 && kQStepLanes % S == 0);
+  static_assert(kQStepLanes % S == 0);
   uint16_t h[S];
   std::memcpy(&h[0], blk, 2);
   for (size_t s = 1; s < S; ++s) {
@@ -349,14 +354,13 @@ HWY_INLINE QStepF QLoadStepScales(const uint8_t* blk, size_t n = S) {
     }
   }
 #if LFMVOX_QUANT_VNNI
-  uint64_t v = 0;
-  for (size_t s = 0; s < S; ++s) v |= uint64_t{h[s]} << (16 * s);
-  const __m128 f = _mm_cvtph_ps(_mm_cvtsi64_si128(static_cast<long long>(v)));
-  constexpr int kRep = static_cast<int>(kQStepLanes / S);
-  const __m512i idx =
-      _mm512_setr_epi32(0 / kRep, 1 / kRep, 2 / kRep, 3 / kRep, 4 / kRep, 5 / kRep, 6 / kRep, 7 / kRep,
-                        8 / kRep, 9 / kRep, 10 / kRep, 11 / kRep, 12 / kRep, 13 / kRep, 14 / kRep, 15 / kRep);
-  return _mm512_permutexvar_ps(idx, _mm512_castps128_ps512(f));
+  static_assert(S == 8);
+  uint64_t v[2] = {0, 0};
+  for (size_t s = 0; s < S; ++s) v[s / 4] |= uint64_t{h[s]} << (16 * (s % 4));
+  const __m256 f =
+      _mm256_cvtph_ps(_mm_set_epi64x(static_cast<long long>(v[1]), static_cast<long long>(v[0])));
+  const __m512i idx = _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
+  return _mm512_permutexvar_ps(idx, _mm512_castps256_ps512(f));
 #elif !defined(HWY_DISABLE_F16C)
   uint64_t v = 0;
   for (size_t s = 0; s < S; ++s) v |= uint64_t{h[s]} << (16 * s);
@@ -461,6 +465,16 @@ constexpr bool QSteps() {
 #endif
 }
 
+// The tile rows (kQMR) and the W rows a tile for R X rows (kQNrForR) of Fmt.
+template <class Fmt>
+constexpr size_t QMR() {
+  return LFMVOX_QUANT_VNNI && QSteps<Fmt>() ? kQMRVnni : kQMR;
+}
+template <class Fmt>
+constexpr size_t QNrForR(size_t r) {
+  return LFMVOX_QUANT_VNNI && QSteps<Fmt>() ? kQNrForRVnni[r] : kQNrForR[r];
+}
+
 // The bytes of Fmt's X record per row of k values.
 template <class Fmt>
 constexpr size_t QRecordBytes(size_t k) {
@@ -506,28 +520,29 @@ template <size_t NR, size_t MinR, size_t MaxR, class Fmt>
 void QSweep(const QuantArgs& a, size_t i0, size_t i1, size_t j0, size_t j1) {
   size_t j = j0;
   for (; j + NR <= j1; j += NR) {
-    for (size_t i = i0; i < i1; i += kQMR) QTileRows<NR, MinR, MaxR, Fmt>(a, std::min(kQMR, i1 - i), i, j);
+    for (size_t i = i0; i < i1; i += MaxR) QTileRows<NR, MinR, MaxR, Fmt>(a, std::min(MaxR, i1 - i), i, j);
   }
   for (; j < j1; ++j) {
-    for (size_t i = i0; i < i1; i += kQMR) QTileRows<1, MinR, MaxR, Fmt>(a, std::min(kQMR, i1 - i), i, j);
+    for (size_t i = i0; i < i1; i += MaxR) QTileRows<1, MinR, MaxR, Fmt>(a, std::min(MaxR, i1 - i), i, j);
   }
 }
 
 template <class Fmt, size_t R = 1>
 HWY_INLINE void QSweepSmallM(const QuantArgs& a, size_t m, size_t j0, size_t j1) {
-  if constexpr (R < kQMR) {
-    if (m == R) return QSweep<kQNrForR[R], R, R, Fmt>(a, 0, m, j0, j1);
+  if constexpr (R < QMR<Fmt>()) {
+    if (m == R) return QSweep<QNrForR<Fmt>(R), R, R, Fmt>(a, 0, m, j0, j1);
     QSweepSmallM<Fmt, R + 1>(a, m, j0, j1);
   }
 }
 
 template <class Fmt>
 void QMatMulColumns(const QuantArgs& a, size_t m, size_t j0, size_t j1) {
-  if (m < kQMR) return QSweepSmallM<Fmt>(a, m, j0, j1);
+  constexpr size_t kMR = QMR<Fmt>();
+  if (m < kMR) return QSweepSmallM<Fmt>(a, m, j0, j1);
   const size_t rows_in_l2 = kQXBlockBytes / std::max<size_t>(a.ldx, 1);
-  const size_t block = std::max(kQMR, rows_in_l2 / kQMR * kQMR);
+  const size_t block = std::max(kMR, rows_in_l2 / kMR * kMR);
   for (size_t i0 = 0; i0 < m; i0 += block)
-    QSweep<kQNrForR[kQMR], 1, kQMR, Fmt>(a, i0, std::min(m, i0 + block), j0, j1);
+    QSweep<QNrForR<Fmt>(kMR), 1, kMR, Fmt>(a, i0, std::min(m, i0 + block), j0, j1);
 }
 
 template <class Fmt>
