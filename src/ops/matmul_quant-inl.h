@@ -375,6 +375,37 @@ HWY_INLINE QStepF QLoadStepScales(const uint8_t* blk, size_t n = S) {
 #endif
 }
 
+// A whole step's d_w: QLoadStepScales(blk) without the general registers. On
+// AVX3_DL the 8 f16 scales, kBlockBytes / 2 words apart, are picked out of
+// the step's first 128 or 256 bytes (all inside the step) by word permutes,
+// each twice for the lane pairs, and widened at once; the same values.
+template <size_t S, size_t kBlockBytes>
+HWY_INLINE QStepF QLoadFullStepScales(const uint8_t* blk) {
+#if LFMVOX_QUANT_VNNI
+  static_assert(S == 8 && kBlockBytes % 2 == 0);
+  constexpr int kW = static_cast<int>(kBlockBytes / 2);
+  auto ld = [blk](size_t o) { return _mm512_loadu_si512(blk + o); };
+  auto idx = [](int base) {  // words 2s, 2s + 1 of the result: word s·kW − base of the register pair
+    return _mm512_setr_epi32(0, (kW - base) * 0x10001, (2 * kW - base) * 0x10001, (3 * kW - base) * 0x10001,
+                             (4 * kW - base) * 0x10001, (5 * kW - base) * 0x10001, (6 * kW - base) * 0x10001,
+                             (7 * kW - base) * 0x10001, 0, 0, 0, 0, 0, 0, 0, 0);
+  };
+  __m512i h;
+  if constexpr (7 * kW < 64) {
+    static_assert(8 * kBlockBytes >= 128);
+    h = _mm512_permutex2var_epi16(ld(0), idx(0), ld(64));
+  } else {
+    static_assert(7 * kW < 128 && 4 * kW >= 64 && 8 * kBlockBytes >= 256);
+    const __m512i lo = _mm512_permutex2var_epi16(ld(0), idx(0), ld(64));
+    const __m512i hi = _mm512_permutex2var_epi16(ld(128), idx(64), ld(192));
+    h = _mm512_mask_blend_epi16(0xFF00, lo, hi);
+  }
+  return _mm512_cvtph_ps(_mm512_castsi512_si256(h));
+#else
+  return QLoadStepScales<S, kBlockBytes>(blk);
+#endif
+}
+
 // Prefetch of the next tile's rows at a step: offsets 64 apart from its
 // start (steps are contiguous, so every line is touched).
 template <class Fmt>
@@ -411,7 +442,7 @@ HWY_NOINLINE void QTileSteps(const QuantArgs& a, size_t i, size_t j) {
       const uint8_t* blk = w + c * rb + p * kSB;
       const typename Fmt::Step codes = Fmt::DecodeStep(blk);
       const auto ws = Fmt::WSide(codes);
-      const QStepF dw = QLoadStepScales<kS, Fmt::kBlockBytes>(blk);
+      const QStepF dw = QLoadFullStepScales<kS, Fmt::kBlockBytes>(blk);
       HWY_UNROLL(8)
       for (size_t r = 0; r < R; ++r)
         acc[r][c] = QStepAcc<Fmt>(codes, ws, dw, x + r * a.ldx + kXB * p, acc[r][c]);
