@@ -12,6 +12,9 @@
 #include "ops/matmul_quant-inl.h"
 
 HWY_BEFORE_NAMESPACE();
+#if HWY_TARGET == HWY_AVX3_DL
+HWY_PUSH_ATTRIBUTES("avx512vnni")  // see matmul_quant-inl.h
+#endif
 namespace lfmvox::ops {
 namespace HWY_NAMESPACE {
 
@@ -19,7 +22,65 @@ struct Q4_0Blocks {
   static constexpr const char* kName = "Q4_0";
   static constexpr size_t kBlockElems = 32, kBlockBytes = kQ4_0BlockBytes, kGroups = 1;
   static constexpr size_t kScaleAt = 0, kXSideScale = 8;
-#if LFMVOX_QUANT_INTRINSICS
+#if LFMVOX_QUANT_VNNI
+  // Eight blocks a step on 512-bit vectors (matmul_quant-inl.h). With E =
+  // the code bytes of blocks b, b + 2, b + 4, b + 6 (one per 128-bit lane), O
+  // those of b + 1, b + 3, ..., L = their bytes [0, 8) (unpacklo_epi64: lane
+  // c holds block 2c's, then block 2c + 1's) and H = bytes [8, 16) alike,
+  //   L & 15: weights [0, 8),   H & 15: [8, 16),
+  //   L >> 4: [16, 24),         H >> 4: [24, 32)
+  // so int32 lane l sums block l / 2 only: unsigned operands of vpdpbusd
+  // against X's values in the same order (parts A, B, C, D). Each row's sum
+  // starts from X's correction −8·Σ x (per lane, the 16 values it covers),
+  // so Σ x·(q − 8) needs four vpdpbusd per step and row. Per lane |sum| ≤
+  // 16·15·127 + 16·8·127: exact in int32. X's record: A, B, C, D, the
+  // correction (16 int32), d_x (16 floats, lane l: block l / 2).
+  static constexpr bool kSteps = true;
+  static constexpr size_t kStepBlocks = 8, kRecordBytes = 384, kDxAt = 320;
+  struct Step {
+    __m512i p[4];
+  };
+  static __m512i Lanes(const uint8_t* blk, size_t j0, size_t n) {
+    auto ld = [&](size_t j) {
+      return j < n ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + j * kBlockBytes + 2))
+                   : _mm_setzero_si128();
+    };
+    __m512i v = _mm512_castsi128_si512(ld(j0));
+    v = _mm512_inserti32x4(v, ld(j0 + 2), 1);
+    v = _mm512_inserti32x4(v, ld(j0 + 4), 2);
+    return _mm512_inserti32x4(v, ld(j0 + 6), 3);
+  }
+  static Step Gather(const uint8_t* blk, size_t n) {
+    const __m512i e = Lanes(blk, 0, n), o = Lanes(blk, 1, n);
+    const __m512i l = _mm512_unpacklo_epi64(e, o), h = _mm512_unpackhi_epi64(e, o);
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    return {{_mm512_and_si512(l, m4), _mm512_and_si512(h, m4), _mm512_and_si512(_mm512_srli_epi16(l, 4), m4),
+             _mm512_and_si512(_mm512_srli_epi16(h, 4), m4)}};
+  }
+  static Step DecodeStep(const uint8_t* blk) { return Gather(blk, kStepBlocks); }
+  static Step DecodeTail(const uint8_t* blk, size_t n) { return Gather(blk, n); }
+  static int WSide(const Step& /*w*/) { return 0; }
+  static QStepI DotStep(const Step& q, int /*ws*/, const uint8_t* xr) {
+    __m512i p = _mm512_load_si512(xr + 256);
+    for (size_t i = 0; i < 4; ++i) p = _mm512_dpbusd_epi32(p, q.p[i], _mm512_load_si512(xr + 64 * i));
+    return p;
+  }
+  static void PackX(const int8_t* q, const float* d, uint8_t* rec) {
+    int32_t* xs = reinterpret_cast<int32_t*>(rec + 256);
+    for (size_t l = 0; l < 16; ++l) xs[l] = 0;
+    for (size_t part = 0; part < 4; ++part) {
+      for (size_t g = 0; g < 8; ++g) {
+        for (size_t e = 0; e < 8; ++e) {
+          const int8_t v = q[32 * g + 8 * part + e];
+          rec[64 * part + 8 * g + e] = static_cast<uint8_t>(v);
+          xs[(8 * g + e) / 4] -= 8 * v;
+        }
+      }
+    }
+    float* dx = reinterpret_cast<float*>(rec + kDxAt);
+    for (size_t l = 0; l < 16; ++l) dx[l] = d[l / 2];
+  }
+#elif LFMVOX_QUANT_INTRINSICS
   // Four blocks a step (matmul_quant-inl.h). Block j's code byte i holds
   // weights i (low nibble) and i + 16 (high). With L = code bytes [0, 8) of
   // blocks b, b + 1 | b + 2, b + 3 (64 bits each; the bar: 128-bit lanes)
@@ -54,7 +115,8 @@ struct Q4_0Blocks {
   }
   // Pair sums ≤ 2·15·127 each, four of them ≤ 15240, the correction (8 times
   // 8 values) ≤ 8128 in magnitude: the int16 sums and difference are exact.
-  static QInt DotStep(const Step& q, const uint8_t* xr) {
+  static int WSide(const Step& /*q*/) { return 0; }
+  static QInt DotStep(const Step& q, int /*ws*/, const uint8_t* xr) {
     auto x = [xr](size_t o) { return _mm256_load_si256(reinterpret_cast<const __m256i*>(xr + o)); };
     const __m256i p = _mm256_add_epi16(
         _mm256_add_epi16(_mm256_maddubs_epi16(q.a, x(0)), _mm256_maddubs_epi16(q.b, x(32))),
@@ -96,6 +158,9 @@ LFMVOX_DEFINE_QUANT_MATMUL_KERNELS(Q4_0, Q4_0Blocks)
 // NOLINTNEXTLINE(google-readability-namespace-comments)
 }  // namespace HWY_NAMESPACE
 }  // namespace lfmvox::ops
+#if HWY_TARGET == HWY_AVX3_DL
+HWY_POP_ATTRIBUTES
+#endif
 HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE

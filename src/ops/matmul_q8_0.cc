@@ -11,6 +11,9 @@
 #include "ops/matmul_quant-inl.h"
 
 HWY_BEFORE_NAMESPACE();
+#if HWY_TARGET == HWY_AVX3_DL
+HWY_PUSH_ATTRIBUTES("avx512vnni")  // see matmul_quant-inl.h
+#endif
 namespace lfmvox::ops {
 namespace HWY_NAMESPACE {
 
@@ -18,7 +21,66 @@ struct Q8_0Blocks {
   static constexpr const char* kName = "Q8_0";
   static constexpr size_t kBlockElems = 32, kBlockBytes = kQ8_0BlockBytes, kGroups = 1;
   static constexpr size_t kScaleAt = 0, kXSideScale = 0;
-#if LFMVOX_QUANT_INTRINSICS
+#if LFMVOX_QUANT_VNNI
+  // Eight blocks a step on 512-bit vectors (matmul_quant-inl.h): register
+  // P_i (i < 4) holds in its 128-bit lane c the values [8i, 8i + 8) of block
+  // 2c, then those of block 2c + 1, so int32 lane l sums block l / 2 only.
+  // vpdpbusd wants one unsigned operand: X's record holds x + 128 (1 .. 255),
+  // so Σ (x + 128)·w = Σ x·w + 128·Σ w, and the W-side term −128·Σ w (four
+  // vpdpbusd per decoded step, shared by the tile's X rows) starts each
+  // row's sum. Per lane 16 products, |(x + 128)·w| ≤ 255·128: exact in int32.
+  // X's record: its P_0 .. P_3, then d_x (16 floats, lane l: block l / 2).
+  static constexpr bool kSteps = true;
+  static constexpr size_t kStepBlocks = 8, kRecordBytes = 320, kDxAt = 256;
+  struct Step {
+    __m512i p[4];
+  };
+  // Bytes [o, o + 16) of the codes of blocks j0, j0 + 2, j0 + 4, j0 + 6 at
+  // blk (one per 128-bit lane), zeros for the blocks from n on.
+  static __m512i Lanes(const uint8_t* blk, size_t j0, size_t o, size_t n) {
+    auto ld = [&](size_t j) {
+      return j < n ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + j * kBlockBytes + 2 + o))
+                   : _mm_setzero_si128();
+    };
+    __m512i v = _mm512_castsi128_si512(ld(j0));
+    v = _mm512_inserti32x4(v, ld(j0 + 2), 1);
+    v = _mm512_inserti32x4(v, ld(j0 + 4), 2);
+    return _mm512_inserti32x4(v, ld(j0 + 6), 3);
+  }
+  static Step Gather(const uint8_t* blk, size_t n) {
+    Step s;
+    for (size_t h = 0; h < 2; ++h) {
+      const __m512i e = Lanes(blk, 0, 16 * h, n), o = Lanes(blk, 1, 16 * h, n);
+      s.p[2 * h] = _mm512_unpacklo_epi64(e, o);
+      s.p[2 * h + 1] = _mm512_unpackhi_epi64(e, o);
+    }
+    return s;
+  }
+  static Step DecodeStep(const uint8_t* blk) { return Gather(blk, kStepBlocks); }
+  static Step DecodeTail(const uint8_t* blk, size_t n) { return Gather(blk, n); }
+  static __m512i WSide(const Step& w) {
+    const __m512i k128 = _mm512_set1_epi8(static_cast<char>(0x80));
+    const __m512i z = _mm512_setzero_si512();
+    __m512i c = z;
+    for (size_t i = 0; i < 4; ++i) c = _mm512_dpbusd_epi32(c, k128, w.p[i]);
+    return _mm512_sub_epi32(z, c);
+  }
+  static QStepI DotStep(const Step& w, __m512i ws, const uint8_t* xr) {
+    __m512i p = ws;
+    for (size_t i = 0; i < 4; ++i) p = _mm512_dpbusd_epi32(p, _mm512_load_si512(xr + 64 * i), w.p[i]);
+    return p;
+  }
+  static void PackX(const int8_t* q, const float* d, uint8_t* rec) {
+    for (size_t i = 0; i < 4; ++i) {
+      for (size_t g = 0; g < 8; ++g) {
+        for (size_t e = 0; e < 8; ++e)
+          rec[64 * i + 8 * g + e] = static_cast<uint8_t>(q[32 * g + 8 * i + e] + 128);
+      }
+    }
+    float* dx = reinterpret_cast<float*>(rec + kDxAt);
+    for (size_t l = 0; l < 16; ++l) dx[l] = d[l / 2];
+  }
+#elif LFMVOX_QUANT_INTRINSICS
   // Two blocks a step (matmul_quant-inl.h): A = values [0, 16) of both
   // blocks (one per 128-bit lane), B = [16, 32); X's record: its A, its B,
   // then d_x.
@@ -41,7 +103,8 @@ struct Q8_0Blocks {
   // pmaddubsw wants one unsigned operand: |w| · (x with w's sign) = w·x. A
   // half's pair sums stay below 2·128·127 < 2^15, so nothing saturates, but
   // two halves could: each is widened to int32 on its own.
-  static QInt DotStep(const Step& w, const uint8_t* xr) {
+  static int WSide(const Step& /*w*/) { return 0; }
+  static QInt DotStep(const Step& w, int /*ws*/, const uint8_t* xr) {
     const __m256i xa = _mm256_load_si256(reinterpret_cast<const __m256i*>(xr));
     const __m256i xb = _mm256_load_si256(reinterpret_cast<const __m256i*>(xr + 32));
     const __m256i one = _mm256_set1_epi16(1);
@@ -73,6 +136,9 @@ LFMVOX_DEFINE_QUANT_MATMUL_KERNELS(Q8_0, Q8_0Blocks)
 // NOLINTNEXTLINE(google-readability-namespace-comments)
 }  // namespace HWY_NAMESPACE
 }  // namespace lfmvox::ops
+#if HWY_TARGET == HWY_AVX3_DL
+HWY_POP_ATTRIBUTES
+#endif
 HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE

@@ -60,6 +60,11 @@
 #endif
 
 HWY_BEFORE_NAMESPACE();
+// hwy 1.0.3 compiles AVX3_DL without avx512vnni (it names "avxvnni", the VEX
+// form), although its run-time check for AVX3_DL requires AVX-512 VNNI.
+#if HWY_TARGET == HWY_AVX3_DL
+HWY_PUSH_ATTRIBUTES("avx512vnni")
+#endif
 namespace lfmvox::ops {
 namespace HWY_NAMESPACE {
 
@@ -68,6 +73,15 @@ namespace HWY_NAMESPACE {
 // i32; psignb); elsewhere a portable i16×i16→i32 path
 // (ReorderWidenMulAccumulate) on weights the decoder widens to int16.
 #undef LFMVOX_QUANT_INTRINSICS
+#undef LFMVOX_QUANT_VNNI
+// AVX3_DL (Icelake and later) has AVX-512 VNNI: the steps of the 32-blocks
+// run on 512-bit vectors with vpdpbusd (u8×i8 quadruples summed into int32
+// lanes, no intermediate int16), see the step primitives below.
+#if HWY_TARGET == HWY_AVX3_DL
+#define LFMVOX_QUANT_VNNI 1
+#else
+#define LFMVOX_QUANT_VNNI 0
+#endif
 #if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
 #define LFMVOX_QUANT_INTRINSICS 1
 struct QAcc {
@@ -184,6 +198,11 @@ struct QuantArgs {
 // do not spill.
 constexpr size_t kQNrForR[] = {0, 4, 4, 3, 2};
 constexpr size_t kQMR = 4;
+// The 512-bit VNNI steps of AVX3_DL (32 registers) run up to 8 X rows a tile,
+// so that each decoded step (4 to 6 shuffles, and Q8_0's W-side term) serves
+// twice as many rows: m ≥ 8 runs 8×2 tiles.
+constexpr size_t kQNrForRVnni[] = {0, 4, 4, 4, 3, 3, 2, 2, 2};
+constexpr size_t kQMRVnni = 8;
 // For m > kQMR: X rows processed against each W row block while they stay in
 // L2, as matmul-inl.h does (quantized X is ~1.1 bytes a value).
 constexpr size_t kQXBlockBytes = 256 * 1024;
@@ -268,29 +287,63 @@ HWY_NOINLINE void QTile(const QuantArgs& a, size_t i, size_t j) {
 
 #if LFMVOX_QUANT_INTRINSICS
 // The 32-blocks (Q8_0, Q4_0) on AVX2/AVX-512, kStepBlocks = S blocks a step
-// (Q8_0: 2, Q4_0: 4): a decoder with kSteps has
+// (Q8_0: 2, Q4_0: 4; both 8 on AVX3_DL): a decoder with kSteps has
 //   Step DecodeStep(const uint8_t* blk): blocks b .. b + S (blk: b's start)
 //       in the order of the X record below; DecodeTail(blk, n): the n < S
 //       blocks left at the end of a row, the others' codes 0;
-//   QInt DotStep(step, xrec): int32 lanes, lane l summing the products of
-//       block b + l / (8 / S) only, exact;
+//   WSide(step): a W-only term of the step, computed once per decoded step
+//       and shared by the tile's X rows (Q8_0 on AVX3_DL: −128·Σ w; int 0
+//       where there is none);
+//   QStepI DotStep(step, ws, xrec): int32 lanes (kQStepLanes: 8, or 16 on
+//       AVX3_DL), lane l summing the products of block b + l / (lanes / S)
+//       only, exact;
 //   PackX(q, d, rec): the X record of a step from its S groups (q: 32·S int8
 //       in element order, d: their f32 scales; zeros past a row's end):
 //       the int8 values in the decoder's order, the X-side correction if the
-//       decoder has one, and at kDxAt the 8 floats d[l / (8 / S)].
-// So a step costs one pmaddwd, one conversion, one multiply of the scales and
-// one FMA per 32·S weights (Q4_0 adds its four pmaddubsw results exactly in
-// int16; Q8_0's two halves could overflow it and are widened separately),
-// and every tile shape runs the same steps in the same order: per output,
-// one FMA per step in order, then the tail, then the lane sum (batched ==
-// alone). The X record is private to the call, so its layout is free.
+//       decoder has one, and at kDxAt the kQStepLanes floats d[l / (lanes / S)].
+// On AVX2/AVX3 (256-bit, S = 2 or 4) a step costs one pmaddwd, one
+// conversion, one multiply of the scales and one FMA per 32·S weights (Q4_0 adds its four pmaddubsw results
+// exactly in int16; Q8_0's two halves could overflow it and are widened separately), and every tile shape
+// runs the same steps in the same order: per output, one FMA per step in order, then the tail, then the lane
+// sum (batched == alone). On AVX3_DL (512-bit, S = 8, VNNI) four vpdpbusd per step and X row replace the
+// pmaddubsw/pmaddwd chain, and the conversion, the multiply and the FMA serve 256 weights. The X record is
+// private to the call, so its layout is free.
 
-// d_w of the S = 2 or 4 blocks at blk (kBlockBytes apart) in the lanes the
-// steps use (lane l: block l / (8 / S)); the blocks from n on take block 0's
+// The step primitives: f32 lanes QStepF (the accumulators, the scales) and
+// int32 lanes QStepI (a step's exact sums); 256-bit on AVX2/AVX3, 512-bit on
+// AVX3_DL.
+#if LFMVOX_QUANT_VNNI
+using QStepF = __m512;
+using QStepI = __m512i;
+constexpr size_t kQStepLanes = 16;
+HWY_INLINE QStepF QStepZero() { return _mm512_setzero_ps(); }
+HWY_INLINE QStepF QStepMulAdd(QStepI p, QStepF scale, QStepF acc) {
+  return _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), scale, acc);
+}
+HWY_INLINE QStepF QStepLoadF(const uint8_t* p) { return _mm512_load_ps(reinterpret_cast<const float*>(p)); }
+HWY_INLINE QStepF QStepMul(QStepF a, QStepF b) { return _mm512_mul_ps(a, b); }
+// Halves added, then the 8-lane tree of QSum: 4 roundings, a fixed order.
+HWY_INLINE float QStepSum(QStepF a) {
+  return QSum({_mm256_add_ps(_mm512_castps512_ps256(a), _mm512_extractf32x8_ps(a, 1))});
+}
+#else
+using QStepF = __m256;
+using QStepI = __m256i;
+constexpr size_t kQStepLanes = 8;
+HWY_INLINE QStepF QStepZero() { return _mm256_setzero_ps(); }
+HWY_INLINE QStepF QStepMulAdd(QStepI p, QStepF scale, QStepF acc) { return QMulAdd(p, scale, {acc}).v; }
+HWY_INLINE QStepF QStepLoadF(const uint8_t* p) { return _mm256_load_ps(reinterpret_cast<const float*>(p)); }
+HWY_INLINE QStepF QStepMul(QStepF a, QStepF b) { return _mm256_mul_ps(a, b); }
+HWY_INLINE float QStepSum(QStepF a) { return QSum({a}); }
+#endif
+
+// d_w of the S blocks at blk (kBlockBytes apart) in the lanes the steps use
+// (lane l: block l / (kQStepLanes / S)); the blocks from n on take block 0's
 // (finite; their products are 0). Built in general registers, which the
 // vector ports do not share.
 template <size_t S, size_t kBlockBytes>
-HWY_INLINE __m256 QLoadStepScales(const uint8_t* blk, size_t n = S) {
+HWY_INLINE QStepF QLoadStepScales(const uint8_t* blk, size_t n = S) {
+  static_assert(kQStepLanes % S == 0);
   uint16_t h[S];
   std::memcpy(&h[0], blk, 2);
   for (size_t s = 1; s < S; ++s) {
@@ -300,7 +353,15 @@ HWY_INLINE __m256 QLoadStepScales(const uint8_t* blk, size_t n = S) {
       h[s] = h[0];
     }
   }
-#if !defined(HWY_DISABLE_F16C)
+#if LFMVOX_QUANT_VNNI
+  static_assert(S == 8);
+  uint64_t v[2] = {0, 0};
+  for (size_t s = 0; s < S; ++s) v[s / 4] |= uint64_t{h[s]} << (16 * (s % 4));
+  const __m256 f =
+      _mm256_cvtph_ps(_mm_set_epi64x(static_cast<long long>(v[1]), static_cast<long long>(v[0])));
+  const __m512i idx = _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
+  return _mm512_permutexvar_ps(idx, _mm512_castps256_ps512(f));
+#elif !defined(HWY_DISABLE_F16C)
   uint64_t v = 0;
   for (size_t s = 0; s < S; ++s) v |= uint64_t{h[s]} << (16 * s);
   __m128i t = _mm_cvtsi64_si128(static_cast<long long>(v));
@@ -314,6 +375,37 @@ HWY_INLINE __m256 QLoadStepScales(const uint8_t* blk, size_t n = S) {
 #endif
 }
 
+// A whole step's d_w: QLoadStepScales(blk) without the general registers. On
+// AVX3_DL the 8 f16 scales, kBlockBytes / 2 words apart, are picked out of
+// the step's first 128 or 256 bytes (all inside the step) by word permutes,
+// each twice for the lane pairs, and widened at once; the same values.
+template <size_t S, size_t kBlockBytes>
+HWY_INLINE QStepF QLoadFullStepScales(const uint8_t* blk) {
+#if LFMVOX_QUANT_VNNI
+  static_assert(S == 8 && kBlockBytes % 2 == 0);
+  constexpr int kW = static_cast<int>(kBlockBytes / 2);
+  auto ld = [blk](size_t o) { return _mm512_loadu_si512(blk + o); };
+  auto idx = [](int base) {  // words 2s, 2s + 1 of the result: word s·kW − base of the register pair
+    return _mm512_setr_epi32(0, (kW - base) * 0x10001, (2 * kW - base) * 0x10001, (3 * kW - base) * 0x10001,
+                             (4 * kW - base) * 0x10001, (5 * kW - base) * 0x10001, (6 * kW - base) * 0x10001,
+                             (7 * kW - base) * 0x10001, 0, 0, 0, 0, 0, 0, 0, 0);
+  };
+  __m512i h;
+  if constexpr (7 * kW < 64) {
+    static_assert(8 * kBlockBytes >= 128);
+    h = _mm512_permutex2var_epi16(ld(0), idx(0), ld(64));
+  } else {
+    static_assert(7 * kW < 128 && 4 * kW >= 64 && 8 * kBlockBytes >= 256);
+    const __m512i lo = _mm512_permutex2var_epi16(ld(0), idx(0), ld(64));
+    const __m512i hi = _mm512_permutex2var_epi16(ld(128), idx(64), ld(192));
+    h = _mm512_mask_blend_epi16(0xFF00, lo, hi);
+  }
+  return _mm512_cvtph_ps(_mm512_castsi512_si256(h));
+#else
+  return QLoadStepScales<S, kBlockBytes>(blk);
+#endif
+}
+
 // Prefetch of the next tile's rows at a step: offsets 64 apart from its
 // start (steps are contiguous, so every line is touched).
 template <class Fmt>
@@ -321,10 +413,10 @@ HWY_INLINE void PrefetchStep(const uint8_t* p) {
   for (size_t o = 0; o < Fmt::kStepBlocks * Fmt::kBlockBytes; o += 64) hwy::Prefetch(p + o);
 }
 
-template <class Fmt>
-HWY_INLINE QAcc QStepAcc(const typename Fmt::Step& codes, __m256 dw, const uint8_t* xr, QAcc acc) {
-  const __m256 s = _mm256_mul_ps(dw, _mm256_load_ps(reinterpret_cast<const float*>(xr + Fmt::kDxAt)));
-  return QMulAdd(Fmt::DotStep(codes, xr), s, acc);
+// ws: the decoder's W-side term of the step (WSide), shared by the X rows.
+template <class Fmt, class WS>
+HWY_INLINE QStepF QStepAcc(const typename Fmt::Step& codes, WS ws, QStepF dw, const uint8_t* xr, QStepF acc) {
+  return QStepMulAdd(Fmt::DotStep(codes, ws, xr), QStepMul(dw, QStepLoadF(xr + Fmt::kDxAt)), acc);
 }
 
 template <size_t R, size_t NR, class Fmt>
@@ -333,11 +425,11 @@ HWY_NOINLINE void QTileSteps(const QuantArgs& a, size_t i, size_t j) {
   const uint8_t* HWY_RESTRICT w = a.w + j * rb;
   const uint8_t* HWY_RESTRICT x = a.x + i * a.ldx;
   constexpr size_t kS = Fmt::kStepBlocks, kSB = kS * Fmt::kBlockBytes, kXB = Fmt::kRecordBytes;
-  QAcc acc[R][NR];  // acc[r][c]: Y[i + r, j + c]
+  QStepF acc[R][NR];  // acc[r][c]: Y[i + r, j + c]
   HWY_UNROLL(8)
   for (size_t r = 0; r < R; ++r) {
     HWY_UNROLL(8)
-    for (size_t c = 0; c < NR; ++c) acc[r][c] = QZero();
+    for (size_t c = 0; c < NR; ++c) acc[r][c] = QStepZero();
   }
   const size_t steps = a.blocks / kS;
   for (size_t p = 0; p < steps; ++p) {
@@ -349,9 +441,11 @@ HWY_NOINLINE void QTileSteps(const QuantArgs& a, size_t i, size_t j) {
     for (size_t c = 0; c < NR; ++c) {
       const uint8_t* blk = w + c * rb + p * kSB;
       const typename Fmt::Step codes = Fmt::DecodeStep(blk);
-      const __m256 dw = QLoadStepScales<kS, Fmt::kBlockBytes>(blk);
+      const auto ws = Fmt::WSide(codes);
+      const QStepF dw = QLoadFullStepScales<kS, Fmt::kBlockBytes>(blk);
       HWY_UNROLL(8)
-      for (size_t r = 0; r < R; ++r) acc[r][c] = QStepAcc<Fmt>(codes, dw, x + r * a.ldx + kXB * p, acc[r][c]);
+      for (size_t r = 0; r < R; ++r)
+        acc[r][c] = QStepAcc<Fmt>(codes, ws, dw, x + r * a.ldx + kXB * p, acc[r][c]);
     }
   }
   if (const size_t n = a.blocks % kS; n != 0) {
@@ -359,10 +453,11 @@ HWY_NOINLINE void QTileSteps(const QuantArgs& a, size_t i, size_t j) {
     for (size_t c = 0; c < NR; ++c) {
       const uint8_t* blk = w + c * rb + steps * kSB;
       const typename Fmt::Step codes = Fmt::DecodeTail(blk, n);
-      const __m256 dw = QLoadStepScales<kS, Fmt::kBlockBytes>(blk, n);
+      const auto ws = Fmt::WSide(codes);
+      const QStepF dw = QLoadStepScales<kS, Fmt::kBlockBytes>(blk, n);
       HWY_UNROLL(8)
       for (size_t r = 0; r < R; ++r) {
-        acc[r][c] = QStepAcc<Fmt>(codes, dw, x + r * a.ldx + kXB * steps, acc[r][c]);
+        acc[r][c] = QStepAcc<Fmt>(codes, ws, dw, x + r * a.ldx + kXB * steps, acc[r][c]);
       }
     }
   }
@@ -370,7 +465,7 @@ HWY_NOINLINE void QTileSteps(const QuantArgs& a, size_t i, size_t j) {
   for (size_t r = 0; r < R; ++r) {
     HWY_UNROLL(8)
     for (size_t c = 0; c < NR; ++c) {
-      float s = QSum(acc[r][c]);
+      float s = QStepSum(acc[r][c]);
       if (a.bias != nullptr) s += a.bias[j + c];
       a.y[(i + r) * a.ldy + j + c] = s;
     }
@@ -399,6 +494,16 @@ constexpr bool QSteps() {
 #else
   return false;
 #endif
+}
+
+// The tile rows (kQMR) and the W rows a tile for R X rows (kQNrForR) of Fmt.
+template <class Fmt>
+constexpr size_t QMR() {
+  return LFMVOX_QUANT_VNNI && QSteps<Fmt>() ? kQMRVnni : kQMR;
+}
+template <class Fmt>
+constexpr size_t QNrForR(size_t r) {
+  return LFMVOX_QUANT_VNNI && QSteps<Fmt>() ? kQNrForRVnni[r] : kQNrForR[r];
 }
 
 // The bytes of Fmt's X record per row of k values.
@@ -446,28 +551,29 @@ template <size_t NR, size_t MinR, size_t MaxR, class Fmt>
 void QSweep(const QuantArgs& a, size_t i0, size_t i1, size_t j0, size_t j1) {
   size_t j = j0;
   for (; j + NR <= j1; j += NR) {
-    for (size_t i = i0; i < i1; i += kQMR) QTileRows<NR, MinR, MaxR, Fmt>(a, std::min(kQMR, i1 - i), i, j);
+    for (size_t i = i0; i < i1; i += MaxR) QTileRows<NR, MinR, MaxR, Fmt>(a, std::min(MaxR, i1 - i), i, j);
   }
   for (; j < j1; ++j) {
-    for (size_t i = i0; i < i1; i += kQMR) QTileRows<1, MinR, MaxR, Fmt>(a, std::min(kQMR, i1 - i), i, j);
+    for (size_t i = i0; i < i1; i += MaxR) QTileRows<1, MinR, MaxR, Fmt>(a, std::min(MaxR, i1 - i), i, j);
   }
 }
 
 template <class Fmt, size_t R = 1>
 HWY_INLINE void QSweepSmallM(const QuantArgs& a, size_t m, size_t j0, size_t j1) {
-  if constexpr (R < kQMR) {
-    if (m == R) return QSweep<kQNrForR[R], R, R, Fmt>(a, 0, m, j0, j1);
+  if constexpr (R < QMR<Fmt>()) {
+    if (m == R) return QSweep<QNrForR<Fmt>(R), R, R, Fmt>(a, 0, m, j0, j1);
     QSweepSmallM<Fmt, R + 1>(a, m, j0, j1);
   }
 }
 
 template <class Fmt>
 void QMatMulColumns(const QuantArgs& a, size_t m, size_t j0, size_t j1) {
-  if (m < kQMR) return QSweepSmallM<Fmt>(a, m, j0, j1);
+  constexpr size_t kMR = QMR<Fmt>();
+  if (m < kMR) return QSweepSmallM<Fmt>(a, m, j0, j1);
   const size_t rows_in_l2 = kQXBlockBytes / std::max<size_t>(a.ldx, 1);
-  const size_t block = std::max(kQMR, rows_in_l2 / kQMR * kQMR);
+  const size_t block = std::max(kMR, rows_in_l2 / kMR * kMR);
   for (size_t i0 = 0; i0 < m; i0 += block)
-    QSweep<kQNrForR[kQMR], 1, kQMR, Fmt>(a, i0, std::min(m, i0 + block), j0, j1);
+    QSweep<QNrForR<Fmt>(kMR), 1, kMR, Fmt>(a, i0, std::min(m, i0 + block), j0, j1);
 }
 
 template <class Fmt>
@@ -546,6 +652,9 @@ void QuantAccumulateRowWith(const MatrixView& w, size_t row, float* acc) {
 // NOLINTNEXTLINE(google-readability-namespace-comments)
 }  // namespace HWY_NAMESPACE
 }  // namespace lfmvox::ops
+#if HWY_TARGET == HWY_AVX3_DL
+HWY_POP_ATTRIBUTES
+#endif
 HWY_AFTER_NAMESPACE();
 
 #endif  // per-target include guard

@@ -347,13 +347,16 @@ struct QuantCase {
 // The block formats' shapes: every m the small-m tiles take, the 4-row tiles
 // with a remainder, several L2 row blocks (k = 2048, m = 33 and 64); n not a
 // multiple of any NR; k not a multiple of 256 where the block is 32, with
-// 1, 2 and 3 blocks after the last whole step of four (Q4_0) or two (Q8_0).
+// 1, 2, 3, 5 and 7 blocks after the last whole step of eight (AVX3_DL), 1, 2
+// and 3 after one of four (Q4_0 elsewhere) or 1 after two (Q8_0).
 std::vector<std::array<size_t, 3>> QuantShapes(WeightFormat f) {
   std::vector<std::array<size_t, 3>> shapes;  // m, n, k
-  const std::vector<size_t> ks = f == WeightFormat::kQ6_K ? std::vector<size_t>{256, 512, 2048}
-                                                          : std::vector<size_t>{32, 96, 256, 320, 512, 2048};
+  const std::vector<size_t> ks = f == WeightFormat::kQ6_K
+                                     ? std::vector<size_t>{256, 512, 2048}
+                                     : std::vector<size_t>{32, 96, 160, 224, 256, 320, 512, 2048};
   for (size_t k : ks) {
-    for (size_t m : {1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 33}) shapes.push_back({m, 1 + (k / 32 + 3 * m) % 19, k});
+    for (size_t m : {1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 16, 33})
+      shapes.push_back({m, 1 + (k / 32 + 3 * m) % 19, k});
   }
   // The register tiles for m ≥ 4 with a remainder in both directions.
   for (size_t m : {4, 5, 8, 12, 64}) shapes.push_back({m, 23, ks[ks.size() / 2]});
@@ -429,11 +432,12 @@ TEST(MatMulQuant, DeterministicAcrossChunkingEveryTarget) {
   ThreadTeam team1(1), team2(2);
   ForEachTarget([&] {
     Rng rng(12);
-    // k = 2080: an odd count of 32-blocks, so the two-block steps of Q8_0 and
-    // Q4_0 end with a single block.
+    // k = 2080: an odd count of 32-blocks, so the 2-, 4- or 8-block steps of
+    // Q8_0 and Q4_0 end with a single block; k = 2016 (63 blocks) with 7 or 3.
     for (const auto& [f, k] :
          {std::pair{WeightFormat::kQ8_0, size_t{2048}}, std::pair{WeightFormat::kQ8_0, size_t{2080}},
-          std::pair{WeightFormat::kQ4_0, size_t{2048}}, std::pair{WeightFormat::kQ4_0, size_t{2080}},
+          std::pair{WeightFormat::kQ8_0, size_t{2016}}, std::pair{WeightFormat::kQ4_0, size_t{2048}},
+          std::pair{WeightFormat::kQ4_0, size_t{2080}}, std::pair{WeightFormat::kQ4_0, size_t{2016}},
           std::pair{WeightFormat::kQ6_K, size_t{2048}}}) {
       const size_t m = 37, n = 21;
       QuantCase c(f, m, n, k, 1, 0, rng);
@@ -479,10 +483,12 @@ TEST(MatMulQuant, DoesNotReadPastTheEndEveryTarget) {
   uint8_t* end = static_cast<uint8_t*>(mem) + page;
   ThreadTeam team(1);
   ForEachTarget([&] {
-    // k = 288: Q8_0 and Q4_0 rows end with a single block after the pairs.
+    // k = 288: Q8_0 and Q4_0 rows end with a single block after the steps;
+    // k = 224: with 7 blocks and no whole step of eight (AVX3_DL).
     for (const auto& [f, k] :
          {std::pair{WeightFormat::kQ8_0, size_t{256}}, std::pair{WeightFormat::kQ8_0, size_t{288}},
-          std::pair{WeightFormat::kQ4_0, size_t{256}}, std::pair{WeightFormat::kQ4_0, size_t{288}},
+          std::pair{WeightFormat::kQ8_0, size_t{224}}, std::pair{WeightFormat::kQ4_0, size_t{256}},
+          std::pair{WeightFormat::kQ4_0, size_t{288}}, std::pair{WeightFormat::kQ4_0, size_t{224}},
           std::pair{WeightFormat::kQ6_K, size_t{256}}}) {
       const size_t n = 3, rb = FormatRowBytes(f, k);
       std::vector<float> ones(n * k, 1.0f), x(k, 1.0f), y(n), want(n);
