@@ -1362,6 +1362,57 @@ TEST_F(ServerTest, RealtimeServerVadCommitsAndAnswers) {
   EXPECT_FALSE(q.first.count("response.created"));
 }
 
+// idle_timeout_ms: that much audio without speech since the last answer played commits the silence as a
+// user turn (input_audio_buffer.timeout_triggered with the silent span) and answers it. The idle time
+// is counted in input samples: from the session's start, then from when the answer has played (its
+// first audio delta + its length, the client streaming its microphone meanwhile).
+TEST_F(ServerTest, RealtimeIdleTimeoutAnswersTheSilence) {
+  RealtimeClient c(port());
+  EXPECT_EQ(c.Read()["type"], "session.created");
+  for (const json& bad : {json(-1), json(0), json("500"), json(600001)}) {
+    json td = kVadConfig;
+    td["idle_timeout_ms"] = bad;
+    c.Send({{"type", "session.update"}, {"session", {{"audio", {{"input", {{"turn_detection", td}}}}}}}});
+    const json e = c.Read();
+    ExpectErrorEvent(e);
+    EXPECT_EQ(e["error"]["param"], "session.audio.input.turn_detection.idle_timeout_ms") << e;
+  }
+  json td = kVadConfig;
+  td["idle_timeout_ms"] = 500;
+  c.Send({{"type", "session.update"}, {"session", {{"audio", {{"input", {{"turn_detection", td}}}}}}}});
+  const json u = c.Read();
+  ASSERT_EQ(u["type"], "session.updated") << u;
+  EXPECT_EQ(u["session"]["audio"]["input"]["turn_detection"]["idle_timeout_ms"], 500);
+
+  // 500 ms of silence in 100 ms chunks: the fifth chunk runs the timeout out.
+  const std::string chunk(4800, '\0');
+  for (int i = 0; i < 5; ++i) c.Send({{"type", "input_audio_buffer.append"}, {"audio", Base64Encode(chunk)}});
+  const RtAnswer a = RtCollect(c.ReadUntil("response.done"));
+  ASSERT_GE(a.types.size(), 3u);
+  EXPECT_EQ(a.types[0], "input_audio_buffer.timeout_triggered");
+  EXPECT_EQ(a.types[1], "input_audio_buffer.committed");
+  const json& t = a.first.at("input_audio_buffer.timeout_triggered");
+  EXPECT_EQ(t["audio_start_ms"], 0);
+  EXPECT_EQ(t["audio_end_ms"], 500);
+  EXPECT_EQ(t["item_id"], a.first.at("input_audio_buffer.committed")["item_id"]);
+  EXPECT_EQ(a.status, "completed");
+  const size_t sent = a.audio.size() / 2;
+  ASSERT_GT(sent, 0u);
+
+  // Nothing was appended while it answered, so the answer plays over the next `sent` samples and the
+  // idle time counts from 12000 + sent: the timeout runs out at the first chunk end 12000 samples later.
+  const size_t from = 12000 + sent, n = (sent + 12000 + 2399) / 2400;
+  for (size_t i = 0; i < n; ++i)
+    c.Send({{"type", "input_audio_buffer.append"}, {"audio", Base64Encode(chunk)}});
+  const RtAnswer b = RtCollect(c.ReadUntil("response.done"));
+  ASSERT_FALSE(b.types.empty());
+  EXPECT_EQ(b.types[0], "input_audio_buffer.timeout_triggered");
+  const json& t2 = b.first.at("input_audio_buffer.timeout_triggered");
+  EXPECT_EQ(t2["audio_start_ms"], from / 24);
+  EXPECT_EQ(t2["audio_end_ms"], (12000 + 2400 * n) / 24);
+  EXPECT_EQ(b.status, "completed");
+}
+
 // Barge-in: speech during a response cancels it (nothing more is sent after speech_started) and the
 // next answer continues a history that keeps just the speech sent. A server with a longer cap, so the
 // answer is still streaming when the client starts speaking (it speaks on the first audio delta).

@@ -78,6 +78,12 @@ struct Session : std::enable_shared_from_this<Session> {
   bool create_response = true, interrupt_response = true;
   bool answer_pending = false;  // a VAD turn waits for the response in flight to end
   std::string speech_item;      // the item id of the turn being spoken
+  // turn_detection.idle_timeout_ms, in input samples (0: off): that much audio without speech after
+  // the last answer has played (counted from idle_from, a sample index; SIZE_MAX: not counting)
+  // commits the silence and answers it.
+  size_t idle_samples = 0;
+  size_t idle_from = SIZE_MAX;
+  size_t first_audio_heard = 0;  // `heard` when the response in flight sent its first audio
 
   void Send(json j) {
     if (closed) return;
@@ -128,6 +134,7 @@ struct Session : std::enable_shared_from_this<Session> {
   bool UpdateTurnDetection(const json& td);
   bool CheckTranscription(const json& t);
   void Append(std::vector<float> pcm);
+  void IdleTimeout();
   void Commit(std::vector<float> audio, const std::string& iid);
   void Transcribe(std::vector<float> audio, const std::string& iid);
   void Cancel(const char* reason);
@@ -293,6 +300,7 @@ bool Session::UpdateTurnDetection(const json& td) {
   if (td.is_null()) {
     vad.reset();
     turn_detection = nullptr;
+    idle_samples = 0;
     return true;
   }
   if (!td.is_object() || !td.contains("type") || td["type"] != "server_vad") {
@@ -302,9 +310,18 @@ bool Session::UpdateTurnDetection(const json& td) {
   }
   VadOptions o;
   bool create = true, interrupt = true;
+  int64_t idle_ms = 0;
   for (const auto& [k, v] : td.items()) {
     const std::string param = where + "." + k;
     if (k == "type" || (k == "idle_timeout_ms" && v.is_null())) continue;
+    if (k == "idle_timeout_ms" && v.is_number_integer()) {
+      idle_ms = v.get<int64_t>();
+      if (idle_ms < 1 || idle_ms > 600000) {
+        Error("idle_timeout_ms takes 1..600000 (or null: none)", "invalid_value", param);
+        return false;
+      }
+      continue;
+    }
     if (k == "threshold" && v.is_number()) {
       o.threshold = v.get<double>();
     } else if ((k == "prefix_padding_ms" || k == "silence_duration_ms") && v.is_number_integer()) {
@@ -316,7 +333,7 @@ bool Session::UpdateTurnDetection(const json& td) {
       (k == "create_response" ? create : interrupt) = v.get<bool>();
     } else {
       const bool known = k == "threshold" || k == "prefix_padding_ms" || k == "silence_duration_ms" ||
-                         k == "create_response" || k == "interrupt_response";
+                         k == "create_response" || k == "interrupt_response" || k == "idle_timeout_ms";
       Error(known ? k + " has the wrong type (threshold: number; *_ms: integer; create_response, "
                         "interrupt_response: boolean)"
                   : "server_vad has no option \"" + k + "\"",
@@ -336,13 +353,15 @@ bool Session::UpdateTurnDetection(const json& td) {
   prefix_samples = static_cast<size_t>(o.prefix_padding_ms) * (kRate / 1000);
   create_response = create;
   interrupt_response = interrupt;
+  idle_samples = static_cast<size_t>(idle_ms) * (kRate / 1000);
+  idle_from = job ? SIZE_MAX : heard;
   turn_detection = {{"type", "server_vad"},
                     {"threshold", o.threshold},
                     {"prefix_padding_ms", o.prefix_padding_ms},
                     {"silence_duration_ms", o.silence_duration_ms},
                     {"create_response", create},
                     {"interrupt_response", interrupt},
-                    {"idle_timeout_ms", nullptr}};
+                    {"idle_timeout_ms", idle_ms > 0 ? json(idle_ms) : json(nullptr)}};
   return true;
 }
 
@@ -389,6 +408,7 @@ void Session::Append(std::vector<float> pcm) {
     const size_t at = std::max(vad_origin + t.sample, buffer_origin);
     const size_t n = std::min(at - buffer_origin, buffer.size());
     if (t.kind == VadTransition::kSpeechStarted) {
+      idle_from = SIZE_MAX;
       buffer.erase(buffer.begin(), buffer.begin() + static_cast<std::ptrdiff_t>(n));
       buffer_origin += n;
       speech_item = Id("item_");
@@ -416,8 +436,12 @@ void Session::Append(std::vector<float> pcm) {
           CreateResponse();
         }
       }
+      if (!job) idle_from = heard;  // nothing answers: the idle time counts from here
     }
   }
+  if (idle_samples != 0 && idle_from != SIZE_MAX && !job && !vad->speaking() &&
+      heard >= idle_from + idle_samples)
+    IdleTimeout();
   if (!vad->speaking()) {
     // Between turns only the audio a coming speech start can reach back to is kept.
     const size_t next = vad_origin + vad->frames() * ServerVad::kFrame;
@@ -426,6 +450,25 @@ void Session::Append(std::vector<float> pcm) {
     buffer.erase(buffer.begin(), buffer.begin() + static_cast<std::ptrdiff_t>(drop));
     buffer_origin += drop;
   }
+}
+
+// idle_timeout_ms ran out: the audio held since the last turn (silence, by the detector) is committed
+// as a user turn and, with create_response, answered.
+void Session::IdleTimeout() {
+  const std::string iid = Id("item_");
+  Send({{"type", "input_audio_buffer.timeout_triggered"},
+        {"audio_start_ms", idle_from / (kRate / 1000)},
+        {"audio_end_ms", heard / (kRate / 1000)},
+        {"item_id", iid}});
+  idle_from = SIZE_MAX;  // until the answer has played
+  std::vector<float> turn = std::move(buffer);
+  buffer.clear();
+  buffer_origin = heard;
+  // With no prefix padding nothing was kept: one 80 ms frame of the silence stands for it.
+  if (turn.empty()) turn.assign(kRate / 1000 * 80, 0.0f);
+  Commit(std::move(turn), iid);
+  if (create_response && !transcription_only) CreateResponse();
+  if (!job) idle_from = heard;
 }
 
 // Stops the response in flight; what was not sent yet is dropped (Stream), so the history keeps just
@@ -613,6 +656,7 @@ net::awaitable<void> Session::Stream(std::shared_ptr<Session> self, std::shared_
     } else if (e.kind == Event::kPcm) {
       std::string bytes;
       AppendPcmBytes(e.pcm, PcmFormat::kS16, &bytes);
+      if (sent == 0) self->first_audio_heard = self->heard;
       sent += e.pcm.size();
       m["type"] = "response.output_audio.delta";
       m["delta"] = Base64Encode(bytes);
@@ -651,6 +695,11 @@ net::awaitable<void> Session::Stream(std::shared_ptr<Session> self, std::shared_
   if (cancelled) self->truncate_to = std::min(self->truncate_to, sent);
   self->answer_sent = sent;
   self->job.reset();
+  // The answer plays from its first audio on (the client streams its microphone meanwhile): the idle
+  // time counts from when it has played, or from now.
+  if (self->vad && !self->vad->speaking()) {
+    self->idle_from = sent == 0 ? self->heard : std::max(self->heard, self->first_audio_heard + sent);
+  }
   if (self->answer_pending) {
     self->answer_pending = false;
     self->CreateResponse();
