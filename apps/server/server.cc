@@ -8,9 +8,12 @@
 #include <utility>  // before Asio: its awaitable.hpp (Boost 1.74) uses std::exchange without including it
 // clang-format on
 
+#include <sys/socket.h>
+
 #include <boost/asio.hpp>
 #include <boost/beast.hpp>
 #include <cctype>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
@@ -417,11 +420,17 @@ class JobReader {
       if (ec == net::error::operation_aborted) return;  // the reader is done
       // Readable: the end of the stream (or an error) means the client left; bytes (a pipelined request)
       // are left for the next read.
+      // The peek must not block: by the time this runs the reply may be done and the next request's
+      // read may have taken the bytes that woke it (a blocking peek then hung this I/O thread).
       char c;
-      beast::error_code peek_ec;
-      const size_t n = ec ? 0 : socket.receive(net::buffer(&c, 1), tcp::socket::message_peek, peek_ec);
-      if (peek_ec == net::error::would_block || peek_ec == net::error::try_again) return;
-      if (ec || peek_ec || n == 0) {
+      ssize_t n = 0;
+      if (!ec) {
+        do {
+          n = ::recv(socket.native_handle(), &c, 1, MSG_PEEK | MSG_DONTWAIT);
+        } while (n < 0 && errno == EINTR);
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+      }
+      if (ec || n <= 0) {
         job->Cancel();
         timer->cancel();
       }
