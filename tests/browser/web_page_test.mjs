@@ -154,7 +154,7 @@ try {
       src.start();
       await cap.startRendering();
       const want = Math.floor((x.length - 1) / step / 960);  // whole 40 ms chunks
-      for (let i = 0; i < 100 && chunks.length < want; ++i) await new Promise((ok) => setTimeout(ok, 20));
+      for (let i = 0; i < 1000 && chunks.length < want; ++i) await new Promise((ok) => setTimeout(ok, 20));
       let capErr = 0, captured = 0;
       for (const c of chunks) {
         for (let i = 0; i < c.length; ++i, ++captured) {
@@ -172,7 +172,7 @@ try {
       for (let n = 0; n < s.length; ++n) s[n] = 0.1 + 0.5 * Math.cos((2 * Math.PI * 300 * n) / 24000);
       pb.port.postMessage(s.slice());
       const out = (await play.startRendering()).getChannelData(0);
-      for (let i = 0; i < 100 && !reports.some((m) => m.buffered === 0); ++i) await new Promise((ok) => setTimeout(ok, 20));
+      for (let i = 0; i < 1000 && !reports.some((m) => m.buffered === 0); ++i) await new Promise((ok) => setTimeout(ok, 20));
       const q = out.findIndex((v) => v !== 0);  // the frame the queued samples reached the worklet
       let playErr = 0, k = 0;
       for (; q + k < out.length && k / step <= s.length - 1; ++k) {
