@@ -9,7 +9,10 @@
 //     f32-level alternative) or rounded to one bf16 part (not f32-exact;
 //     the upper bound of any vdpbf16ps path);
 //   * AMX TDPBF16PS (16 × 16 × 32 per instruction, 4 accumulator tiles),
-//     when the CPU has AMX-BF16 and the kernel grants the tile state.
+//     when the CPU has AMX-BF16 and the kernel grants the tile state;
+//   * whole MatMuls at m = 6 (the codec's frame) with hot bf16 W: the
+//     engine's ops::MatMul on one thread against a sketch of AMX with W
+//     read in place and X split in 3 bf16 parts (packing included).
 // GFLOP/s count 2·m·n·k useful flops (the split's 3 passes count once). Each
 // tile case also reports its largest |y − exact| / Σ|x·w| on random data,
 // against a double reference, in units of 2^-24.
@@ -24,6 +27,8 @@
 #include <vector>
 
 #include "bench_util.h"
+#include "ops/ops.h"
+#include "threading/thread_team.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
@@ -181,6 +186,58 @@ __attribute__((target("amx-tile,amx-bf16"), noinline)) void AmxLoop(const uint16
   _tile_release();
 }
 
+// Y[m, n] = X[m, k]·W[n, k]ᵀ on AMX with W in place (row-major bf16: a
+// 16-row block of W is an A tile as it lies) and X split in 3 bf16 parts,
+// packed as B tiles: xb[chunk][part][kk < 16][i < m][2] = part(X[i][32·chunk + 2·kk + {0,1}]).
+// Per 64 W rows and chunk: 3 B loads, 4 A loads, 12 TDPBF16PS (hi, mid, lo
+// in turn into each of 4 accumulators). n a multiple of 64, k of 32, m ≤ 16.
+__attribute__((target("amx-tile,amx-bf16"), noinline)) void AmxMatMul(const uint16_t* w, size_t n, size_t k,
+                                                                      const uint16_t* xb, size_t m,
+                                                                      float* y) {
+  TileConfig cfg;
+  const auto mb = static_cast<uint16_t>(4 * m);
+  for (int t = 0; t < 8; ++t) {
+    cfg.rows[t] = 16;
+    cfg.colsb[t] = t == 4 ? 64 : mb;
+  }
+  _tile_loadconfig(&cfg);
+  alignas(64) float c[4][16 * 16];
+  const size_t chunks = k / 32, part_elems = 16 * 2 * m;
+  for (size_t jb = 0; jb < n; jb += 64) {
+    _tile_zero(0);
+    _tile_zero(1);
+    _tile_zero(2);
+    _tile_zero(3);
+    for (size_t q = 0; q < chunks; ++q) {
+      const uint16_t* b = xb + q * 3 * part_elems;
+      _tile_loadd(5, b, mb);
+      _tile_loadd(6, b + part_elems, mb);
+      _tile_loadd(7, b + 2 * part_elems, mb);
+      const uint16_t* a = w + jb * k + q * 32;
+#define LFMVOX_PROBE_BLOCK(T)            \
+  _tile_loadd(4, a + (T)*16 * k, 2 * k); \
+  _tile_dpbf16ps(T, 4, 5);               \
+  _tile_dpbf16ps(T, 4, 6);               \
+  _tile_dpbf16ps(T, 4, 7);
+      LFMVOX_PROBE_BLOCK(0)
+      LFMVOX_PROBE_BLOCK(1)
+      LFMVOX_PROBE_BLOCK(2)
+      LFMVOX_PROBE_BLOCK(3)
+#undef LFMVOX_PROBE_BLOCK
+    }
+    _tile_stored(0, c[0], mb);
+    _tile_stored(1, c[1], mb);
+    _tile_stored(2, c[2], mb);
+    _tile_stored(3, c[3], mb);
+    for (size_t h = 0; h < 4; ++h) {
+      for (size_t r = 0; r < 16; ++r) {
+        for (size_t i = 0; i < m; ++i) y[i * n + jb + 16 * h + r] = c[h][r * m + i];
+      }
+    }
+  }
+  _tile_release();
+}
+
 void Run(double min_seconds) {
   const double load = LoadAverage();
   if (!__builtin_cpu_supports("avx512bf16")) {
@@ -298,6 +355,57 @@ void Run(double min_seconds) {
   std::printf(cpu_json, cpu.c_str(), load);
   std::printf(",\"G_tdp_per_s\":%.3f,\"raw_gflops\":%.0f}\n", 4.0 * kAmxIters / amx_s / 1e9,
               2 * macs / amx_s / 1e9);
+
+  // The codec's shapes, m = 6, hot W: the engine's MatMul (1 thread) against
+  // AMX with the 3-way split (its packing of X included).
+  ThreadTeam team(1);
+  for (const auto& [n, k] : {std::pair<size_t, size_t>{512, 512}, {2304, 512}, {512, 2304}}) {
+    constexpr size_t m = 6;
+    std::vector<float> xm(m * k), ye(m * n), ya(m * n);
+    std::vector<uint16_t> wm(n * k), xb(k / 32 * 3 * 16 * 2 * m);
+    for (float& v : xm) v = next();
+    for (uint16_t& v : wm) v = static_cast<uint16_t>(Bits(next() * 0.1f) >> 16);
+    const ops::Weight wv = ops::Weight::Dense(WeightFormat::kBF16, wm.data(), n, k, k);
+    auto pack = [&] {
+      for (size_t i = 0; i < m; ++i) {
+        for (size_t q = 0; q < k; ++q) {
+          const float v = xm[i * k + q];
+          const float hi = FromBits(Bits(v) & 0xffff0000u);
+          const float mid = FromBits(Bits(v - hi) & 0xffff0000u);
+          const float lo = v - hi - mid;
+          const size_t at = (q / 32) * 3 * 16 * 2 * m + ((q % 32) / 2) * 2 * m + 2 * i + q % 2;
+          xb[at] = static_cast<uint16_t>(Bits(hi) >> 16);
+          xb[at + 16 * 2 * m] = static_cast<uint16_t>(Bits(mid) >> 16);
+          xb[at + 2 * 16 * 2 * m] = static_cast<uint16_t>(Bits(lo) >> 16);
+        }
+      }
+    };
+    const double t_engine =
+        BestSeconds(min_seconds, 20, [&] { ops::MatMul(xm.data(), m, k, wv, nullptr, ye.data(), n, team); });
+    const double t_amx = BestSeconds(min_seconds, 20, [&] {
+      pack();
+      AmxMatMul(wm.data(), n, k, xb.data(), m, ya.data());
+    });
+    double worst_e = 0, worst_a = 0;
+    for (size_t i = 0; i < m; ++i) {
+      for (size_t j = 0; j < n; ++j) {
+        double exact = 0, mag = 0;
+        for (size_t q = 0; q < k; ++q) {
+          const double p = double{xm[i * k + q]} * FromBits(uint32_t{wm[j * k + q]} << 16);
+          exact += p;
+          mag += std::abs(p);
+        }
+        worst_e = std::max(worst_e, std::abs(ye[i * n + j] - exact) / mag / 0x1p-24);
+        worst_a = std::max(worst_a, std::abs(ya[i * n + j] - exact) / mag / 0x1p-24);
+      }
+    }
+    std::printf("{\"bench\":\"bf16_probe\",\"case\":\"matmul_m6_hot\",");
+    std::printf(cpu_json, cpu.c_str(), load);
+    std::printf(
+        ",\"n\":%zu,\"k\":%zu,\"engine_us\":%.2f,\"amx_x3_us\":%.2f,\"engine_max_err_u\":%.3g,"
+        "\"amx_x3_max_err_u\":%.3g}\n",
+        n, k, t_engine * 1e6, t_amx * 1e6, worst_e, worst_a);
+  }
 }
 
 }  // namespace
