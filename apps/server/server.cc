@@ -416,27 +416,31 @@ class JobReader {
         timer_(std::make_shared<net::steady_timer>(socket.get_executor())) {
     const net::any_io_executor ex = socket.get_executor();
     job_->SetNotify([timer = timer_, ex] { net::post(ex, [timer] { timer->cancel(); }); });
-    socket.async_wait(tcp::socket::wait_read, [job = job_, timer = timer_, &socket](beast::error_code ec) {
-      if (ec == net::error::operation_aborted) return;  // the reader is done
-      // Readable: the end of the stream (or an error) means the client left; bytes (a pipelined request)
-      // are left for the next read.
-      // The peek must not block: by the time this runs the reply may be done and the next request's
-      // read may have taken the bytes that woke it (a blocking peek then hung this I/O thread).
-      char c;
-      ssize_t n = 0;
-      if (!ec) {
-        do {
-          n = ::recv(socket.native_handle(), &c, 1, MSG_PEEK | MSG_DONTWAIT);
-        } while (n < 0 && errno == EINTR);
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
-      }
-      if (ec || n <= 0) {
-        job->Cancel();
-        timer->cancel();
-      }
-    });
+    socket.async_wait(tcp::socket::wait_read,
+                      [job = job_, timer = timer_, alive = alive_, &socket](beast::error_code ec) {
+                        // The wait may have completed just before the reader was done and run after it, when
+                        // the reply is sent, the next request's read has taken the bytes that woke it, or the
+                        // connection (and `socket`) is gone: then it does nothing (it runs on the same strand
+                        // as the destructor).
+                        if (ec == net::error::operation_aborted || !*alive) return;
+                        // Readable: the end of the stream (or an error) means the client left; bytes (a
+                        // pipelined request) are left for the next read. The peek never blocks.
+                        char c;
+                        ssize_t n = 0;
+                        if (!ec) {
+                          do {
+                            n = ::recv(socket.native_handle(), &c, 1, MSG_PEEK | MSG_DONTWAIT);
+                          } while (n < 0 && errno == EINTR);
+                          if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+                        }
+                        if (ec || n <= 0) {
+                          job->Cancel();
+                          timer->cancel();
+                        }
+                      });
   }
   ~JobReader() {
+    *alive_ = false;
     beast::error_code ec;
     socket_.cancel(ec);  // the wait above (no other operation is pending while a handler runs)
     job_->SetNotify(nullptr);
@@ -462,6 +466,7 @@ class JobReader {
   std::shared_ptr<Job> job_;
   tcp::socket& socket_;
   std::shared_ptr<net::steady_timer> timer_;
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);  // false once the reader is done
   bool finished_ = false;
 };
 

@@ -211,7 +211,7 @@ void DequantizeRow(WeightFormat f, const void* row, size_t cols, float* out) {
   const auto* p = static_cast<const uint8_t*>(row);
   switch (f) {
     case WeightFormat::kF32:
-      std::memcpy(out, p, cols * 4);
+      if (cols != 0) std::memcpy(out, p, cols * 4);  // an empty row may have no storage at all
       return;
     case WeightFormat::kBF16:
       for (size_t c = 0; c < cols; ++c) out[c] = Bf16ToF32(LoadU16(p + 2 * c));
@@ -232,7 +232,7 @@ void QuantizeRow(WeightFormat f, const float* in, size_t cols, void* out) {
   auto* p = static_cast<uint8_t*>(out);
   switch (f) {
     case WeightFormat::kF32:
-      std::memcpy(p, in, cols * 4);
+      if (cols != 0) std::memcpy(p, in, cols * 4);
       return;
     case WeightFormat::kBF16:
       for (size_t c = 0; c < cols; ++c) StoreU16(p + 2 * c, F32ToBf16(in[c]));
