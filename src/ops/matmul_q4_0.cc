@@ -40,18 +40,9 @@ struct Q4_0Blocks {
   struct Step {
     __m512i p[4];
   };
-  static __m512i Lanes(const uint8_t* blk, size_t j0, size_t n) {
-    auto ld = [&](size_t j) {
-      return j < n ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + j * kBlockBytes + 2))
-                   : _mm_setzero_si128();
-    };
-    __m512i v = _mm512_castsi128_si512(ld(j0));
-    v = _mm512_inserti32x4(v, ld(j0 + 2), 1);
-    v = _mm512_inserti32x4(v, ld(j0 + 4), 2);
-    return _mm512_inserti32x4(v, ld(j0 + 6), 3);
-  }
   static Step Gather(const uint8_t* blk, size_t n) {
-    const __m512i e = Lanes(blk, 0, n), o = Lanes(blk, 1, n);
+    const __m512i e = QGatherCodeLanes<kBlockBytes>(blk, 0, 0, n),
+                  o = QGatherCodeLanes<kBlockBytes>(blk, 1, 0, n);
     const __m512i l = _mm512_unpacklo_epi64(e, o), h = _mm512_unpackhi_epi64(e, o);
     const __m512i m4 = _mm512_set1_epi8(0x0f);
     return {{_mm512_and_si512(l, m4), _mm512_and_si512(h, m4), _mm512_and_si512(_mm512_srli_epi16(l, 4), m4),

@@ -35,22 +35,11 @@ struct Q8_0Blocks {
   struct Step {
     __m512i p[4];
   };
-  // Bytes [o, o + 16) of the codes of blocks j0, j0 + 2, j0 + 4, j0 + 6 at
-  // blk (one per 128-bit lane), zeros for the blocks from n on.
-  static __m512i Lanes(const uint8_t* blk, size_t j0, size_t o, size_t n) {
-    auto ld = [&](size_t j) {
-      return j < n ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + j * kBlockBytes + 2 + o))
-                   : _mm_setzero_si128();
-    };
-    __m512i v = _mm512_castsi128_si512(ld(j0));
-    v = _mm512_inserti32x4(v, ld(j0 + 2), 1);
-    v = _mm512_inserti32x4(v, ld(j0 + 4), 2);
-    return _mm512_inserti32x4(v, ld(j0 + 6), 3);
-  }
   static Step Gather(const uint8_t* blk, size_t n) {
     Step s;
     for (size_t h = 0; h < 2; ++h) {
-      const __m512i e = Lanes(blk, 0, 16 * h, n), o = Lanes(blk, 1, 16 * h, n);
+      const __m512i e = QGatherCodeLanes<kBlockBytes>(blk, 0, 16 * h, n),
+                    o = QGatherCodeLanes<kBlockBytes>(blk, 1, 16 * h, n);
       s.p[2 * h] = _mm512_unpacklo_epi64(e, o);
       s.p[2 * h + 1] = _mm512_unpackhi_epi64(e, o);
     }

@@ -326,6 +326,19 @@ HWY_INLINE QStepF QStepMul(QStepF a, QStepF b) { return _mm512_mul_ps(a, b); }
 HWY_INLINE float QStepSum(QStepF a) {
   return QSum({_mm256_add_ps(_mm512_castps512_ps256(a), _mm512_extractf32x8_ps(a, 1))});
 }
+// Bytes [o, o + 16) of the codes (at byte 2 of a block, after its f16 d) of the blocks j0, j0 + 2, j0 + 4,
+// j0 + 6 at blk, kBlockBytes apart, one per 128-bit lane; zeros for the blocks from n on.
+template <size_t kBlockBytes>
+HWY_INLINE __m512i QGatherCodeLanes(const uint8_t* blk, size_t j0, size_t o, size_t n) {
+  auto ld = [&](size_t j) {
+    return j < n ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + j * kBlockBytes + 2 + o))
+                 : _mm_setzero_si128();
+  };
+  __m512i v = _mm512_castsi128_si512(ld(j0));
+  v = _mm512_inserti32x4(v, ld(j0 + 2), 1);
+  v = _mm512_inserti32x4(v, ld(j0 + 4), 2);
+  return _mm512_inserti32x4(v, ld(j0 + 6), 3);
+}
 #else
 using QStepF = __m256;
 using QStepI = __m256i;
