@@ -170,7 +170,19 @@ try {
       pb.connect(play.destination);
       const s = new Float32Array(12000);
       for (let n = 0; n < s.length; ++n) s[n] = 0.1 + 0.5 * Math.cos((2 * Math.PI * 300 * n) / 24000);
-      pb.port.postMessage(s.slice());
+      // Offline rendering outruns any message, so it waits at its first quantum until the worklet has
+      // queued the chunk (its report of it).
+      const queued = new Promise((ok) => {
+        pb.port.onmessage = (e) => {
+          reports.push(e.data);
+          if (e.data.buffered === s.length) ok();
+        };
+      });
+      play.suspend(128 / rate).then(async () => {
+        pb.port.postMessage(s.slice());
+        await queued;
+        play.resume();
+      });
       const out = (await play.startRendering()).getChannelData(0);
       for (let i = 0; i < 1000 && !reports.some((m) => m.buffered === 0); ++i) await new Promise((ok) => setTimeout(ok, 20));
       const q = out.findIndex((v) => v !== 0);  // the frame the queued samples reached the worklet

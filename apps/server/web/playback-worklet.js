@@ -1,7 +1,8 @@
 // Gapless playback of the 24 kHz speech the server streams: a FIFO of sample chunks read out at the
 // AudioContext's rate (linear resampling when that is not 24 kHz). Messages in: a Float32Array to queue,
 // or 'clear' (barge-in: drop what is queued). Out: {played, buffered, cleared} in 24 kHz samples, after
-// a clear (cleared: the samples it dropped) and, with cleared null, as the queue plays, every ~50 ms.
+// a clear (cleared: the samples it dropped) and, with cleared null, when a chunk is queued and as the
+// queue plays, every ~50 ms.
 const kRate = 24000;
 
 class LfmvoxPlayback extends AudioWorkletProcessor {
@@ -26,6 +27,7 @@ class LfmvoxPlayback extends AudioWorkletProcessor {
       } else if (e.data instanceof Float32Array && e.data.length > 0) {
         this.queue.push(e.data);
         this.buffered += e.data.length;
+        this.report(null);
       }
     };
   }
