@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <map>
 #include <memory>
@@ -217,6 +218,56 @@ TEST_P(Backbone, AudioOutHistory) {
   Lfm2FinalNorm(c.backbone->stack(), x.data(), L, x.data());
   Expect("prefill2/last_hidden", x.data(), LoadTrace(Trace(GetParam(), "prefill2__last_hidden")).ToFloat(),
          1e-4);
+}
+
+// The attention probe (word timing, Lfm2State::StartProbe) over prefill/'s rows: every recorded row
+// sums to attention layers × heads (each head's softmax over the probed keys sums to 1; float32 sums of
+// K terms, so within 1e-5 relative); the rows are the same bits whether the positions run in one call or
+// one a call (the stack's prefill == decode contract) and after a Reset and rerun (rewritten, not added).
+TEST_P(Backbone, AttentionProbeRows) {
+  Case& c = Load(GetParam());
+  const NpyArray in = LoadTrace(Trace(GetParam(), "prefill__in_emb"));
+  const size_t L = static_cast<size_t>(in.shape[0]), H = static_cast<size_t>(in.shape[1]);
+  ASSERT_GE(L, 6u);
+  const size_t key_first = 1, key_n = L / 2 - 1, from = L / 2;
+  const Lfm2Stack& stack = c.backbone->stack();
+  const AttentionShape shape = stack.attention_shape();
+  const double per_row = static_cast<double>(c.config.lfm.num_attention_layers() * shape.heads);
+  ThreadTeam team(2);
+  auto run = [&](bool one_call) {
+    auto st = Lfm2State::Create(stack, L, 512);
+    EXPECT_TRUE(st.ok());
+    EXPECT_TRUE(st->StartProbe(key_first, key_n, from).ok());
+    std::vector<float> x = in.ToFloat();
+    if (one_call) {
+      EXPECT_TRUE(Forward(stack, *st, x.data(), L, team, nullptr).ok());
+    } else {
+      for (size_t r = 0; r < L; ++r)
+        EXPECT_TRUE(Forward(stack, *st, x.data() + r * H, 1, team, nullptr).ok());
+    }
+    std::vector<float> rows(st->probe_rows().begin(), st->probe_rows().end());
+    st->Reset();  // a cache rebuild: the same positions again
+    x = in.ToFloat();
+    EXPECT_TRUE(Forward(stack, *st, x.data(), L, team, nullptr).ok());
+    EXPECT_TRUE(std::equal(rows.begin(), rows.end(), st->probe_rows().begin(), st->probe_rows().end()))
+        << "a rerun changed the probe rows";
+    return rows;
+  };
+  const std::vector<float> a = run(true), b = run(false);
+  ASSERT_EQ(a.size(), (L - from) * key_n);
+  EXPECT_EQ(a, b) << "the probe rows differ between one call and one position a call";
+  for (size_t r = 0; r < L - from; ++r) {
+    double sum = 0;
+    for (size_t j = 0; j < key_n; ++j) {
+      EXPECT_GE(a[r * key_n + j], 0.0f);
+      sum += a[r * key_n + j];
+    }
+    EXPECT_NEAR(sum, per_row, 1e-5 * per_row) << "row " << r;
+  }
+  auto st = Lfm2State::Create(stack, L, 512);
+  ASSERT_TRUE(st.ok());
+  EXPECT_EQ(st->StartProbe(2, 4, 5).code(), StatusCode::kInvalidArgument);  // keys [2, 6) after row 5
+  EXPECT_EQ(st->StartProbe(0, 0, 5).code(), StatusCode::kInvalidArgument);
 }
 
 INSTANTIATE_TEST_SUITE_P(Oracle, Backbone, ::testing::Values("lfm25_tiny", "lfm25_small"));

@@ -214,6 +214,7 @@ Server* ServerTest::text_server_ = nullptr;
 struct LibOut {
   std::string text;
   std::vector<float> pcm;
+  std::vector<WordTiming> words;  // with GenerateOptions::word_timestamps
 };
 
 LibOut RunLibrary(std::shared_ptr<const AudioModel> model, const std::function<Status(Conversation&)>& prompt,
@@ -234,6 +235,7 @@ LibOut RunLibrary(std::shared_ptr<const AudioModel> model, const std::function<S
   };
   auto r = (*c)->Generate(o, cb);
   EXPECT_TRUE(r.ok()) << r.status().ToString();
+  if (r.ok()) out.words = r->words;
   return out;
 }
 
@@ -588,6 +590,42 @@ TEST_F(ServerTest, TranscriptionEqualsTheLibrary) {
   ASSERT_EQ(v["segments"].size(), 1u);
   EXPECT_EQ(v["segments"][0]["text"], lib.text);
   EXPECT_DOUBLE_EQ(v["segments"][0]["end"].get<double>(), clip->seconds());
+  EXPECT_FALSE(v.contains("words"));
+
+  // timestamp_granularities[] word: verbose_json's "words" are the library's (word_timestamps), clamped
+  // to the clip's length; `temperature` samples as the library does with the same seed (0). (The demo
+  // model repeats the prompt's last token, a newline, so its transcript has no words: the words' content
+  // is checked on the oracle model in transcribe_test.)
+  GenerateOptions timed = GenerateOptions::ForAsr(*TextModel());
+  timed.word_timestamps = true;
+  timed.text.temperature = 1;
+  const LibOut lib_words = RunLibrary(
+      TextModel(),
+      [&](Conversation& c) {
+        Status st = c.StartAsr();
+        if (st.ok()) st = c.AddAudioFile(wav_path);
+        if (st.ok()) st = c.EndTurn();
+        if (st.ok()) st = c.StartTurn("assistant");
+        return st;
+      },
+      timed);
+  Reply wv = Transcribe(text_port(),
+                        {{"response_format", "verbose_json"},
+                         {"temperature", "1"},
+                         {"timestamp_granularities[]", "word"},
+                         {"timestamp_granularities[]", "segment"}},
+                        wav);
+  ASSERT_EQ(wv.status, 200) << wv.body;
+  json w = wv.Json();
+  EXPECT_EQ(w["text"], lib_words.text);
+  ASSERT_TRUE(w.contains("words") && w["words"].is_array()) << wv.body;
+  ASSERT_EQ(w["words"].size(), lib_words.words.size()) << wv.body;
+  for (size_t i = 0; i < lib_words.words.size(); ++i) {
+    const WordTiming& want = lib_words.words[i];
+    EXPECT_EQ(w["words"][i]["word"], want.text);
+    EXPECT_DOUBLE_EQ(w["words"][i]["start"].get<double>(), std::min(want.start, clip->seconds()));
+    EXPECT_DOUBLE_EQ(w["words"][i]["end"].get<double>(), std::min(want.end, clip->seconds()));
+  }
 
   // stream=true: the deltas concatenate to the text, and transcript.text.done carries it whole.
   Reply sse = Transcribe(text_port(), {{"stream", "true"}}, wav);
@@ -609,6 +647,9 @@ TEST_F(ServerTest, TranscriptionEqualsTheLibrary) {
   ExpectError(Transcribe(text_port(), {{"model", "m"}}, ""), 400, "invalid_request_error");    // no file
   ExpectError(Transcribe(text_port(), {}, "not audio at all"), 400, "invalid_request_error");  // not audio
   ExpectError(Transcribe(text_port(), {{"response_format", "xml"}}, wav), 400, "invalid_request_error");
+  ExpectError(Transcribe(text_port(), {{"temperature", "1.5"}}, wav), 400, "invalid_request_error");
+  ExpectError(Transcribe(text_port(), {{"temperature", "hot"}}, wav), 400, "invalid_request_error");
+  // word needs verbose_json.
   ExpectError(Transcribe(text_port(), {{"timestamp_granularities[]", "word"}}, wav), 400,
               "invalid_request_error");
   const std::string cut = Multipart("BBB", {}, wav).substr(0, 300);  // no closing boundary

@@ -8,12 +8,14 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "api/word_timing.h"
 #include "lfmvox/audio_io.h"
 #include "lfmvox/lfmvox.h"
 #include "trace_util.h"
@@ -165,6 +167,192 @@ TEST(Transcribe, SubtitleFormats) {
   EXPECT_EQ(FormatTranscript(segs, TranscriptFormat::kJson),
             "{\"segments\":[{\"start\":0.0,\"end\":29.9994,\"text\":\"Hello there.\"},"
             "{\"start\":29.9994,\"end\":3661.2345,\"text\":\"Bye.\"}]}\n");
+}
+
+// The words' text, joined by single spaces; and a text's white-space-separated pieces, the same way.
+std::string JoinWords(const std::vector<WordTiming>& w) {
+  std::string s;
+  for (const WordTiming& x : w) s += (s.empty() ? "" : " ") + x.text;
+  return s;
+}
+std::string NormalizeSpaces(const std::string& t) {
+  std::istringstream in(t);
+  std::string s, piece;
+  while (in >> piece) s += (s.empty() ? "" : " ") + piece;
+  return s;
+}
+
+// One ASR turn on question.wav with the oracle prompt, its text sampled near uniformly (temperature 50,
+// seed 7: the tiny model's greedy and T = 1 text starts speech at once), with or without word timestamps.
+struct SampledAsr {
+  std::vector<int32_t> ids;
+  std::string text;
+  GenerateSummary summary;
+};
+SampledAsr RunSampledAsr(const std::shared_ptr<const AudioModel>& model, bool words,
+                         std::shared_ptr<Engine> engine = nullptr, Conversation* other = nullptr) {
+  const TranscribeOptions o = OraclePrompt({});
+  SampledAsr out;
+  auto conv = Conversation::Create(model, {.seed = 7, .engine = engine});
+  EXPECT_TRUE(conv.ok());
+  EXPECT_TRUE((*conv)->AddTokens(o.prompt_before_speech).ok());
+  EXPECT_TRUE((*conv)->AddAudioFile(testing::DataPath("inputs/question.wav")).ok());
+  EXPECT_TRUE((*conv)->AddTokens(o.prompt_after_speech).ok());
+  GenerateOptions g = GenerateOptions::ForAsr(*model);
+  g.max_new_tokens = 24;
+  g.text = {50.0f, 0};  // near uniform: the tiny model's likeliest token starts speech (sequential mode)
+  g.word_timestamps = words;
+  OutputCallbacks cb;
+  cb.on_text = [&](int32_t id, std::string_view piece) {
+    out.ids.push_back(id);
+    if (!model->IsSpecialToken(id)) out.text.append(piece);
+    return Status::Ok();
+  };
+  if (other == nullptr) {
+    auto r = (*conv)->Generate(g, cb);
+    EXPECT_TRUE(r.ok()) << r.status().message();
+    if (r.ok()) out.summary = *r;
+    return out;
+  }
+  // Batched beside `other` (already begun) on the shared engine, step by step.
+  EXPECT_TRUE((*conv)->BeginGenerate(g, cb).ok());
+  Conversation* both[2] = {conv->get(), other};
+  while ((*conv)->generating()) EXPECT_TRUE(engine->Step(both).ok());
+  auto r = (*conv)->FinishGenerate();
+  EXPECT_TRUE(r.ok()) << r.status().message();
+  if (r.ok()) out.summary = *r;
+  return out;
+}
+
+// Word timestamps (GenerateOptions::word_timestamps, the backbone's attention aligned by DTW): the
+// generation is the same with them as without (same ids, same text); the words are the text's
+// white-space-separated pieces in order, inside the clip (its encoder positions at 80 ms: 4.9 s → 62
+// positions, 4.96 s), their starts never go back, and a second run, or the same conversation batched beside
+// another, gives the same times. (Random weights: the times say nothing about where a trained model hears
+// the words; this checks the mechanics.)
+TEST(Transcribe, WordTimestamps) {
+  auto model = Tiny();
+  ASSERT_TRUE(model);
+  const SampledAsr plain = RunSampledAsr(model, false), timed = RunSampledAsr(model, true);
+  EXPECT_EQ(timed.ids, plain.ids);
+  EXPECT_EQ(timed.text, plain.text);
+  EXPECT_TRUE(plain.summary.words.empty());
+  const std::vector<WordTiming>& words = timed.summary.words;
+  ASSERT_FALSE(NormalizeSpaces(timed.text).empty()) << "the sampled text is empty";
+  EXPECT_EQ(JoinWords(words), NormalizeSpaces(timed.text));
+  auto audio = DecodeAudio(ReadBytes(testing::DataPath("inputs/question.wav")), 3600);
+  ASSERT_TRUE(audio.ok());
+  const double clip = std::ceil(audio->seconds() / 0.08) * 0.08 + 1e-9;
+  for (size_t i = 0; i < words.size(); ++i) {
+    EXPECT_LE(0.0, words[i].start);
+    EXPECT_LE(words[i].start, words[i].end);
+    EXPECT_LE(words[i].end, clip);
+    if (i > 0) EXPECT_LE(words[i - 1].start, words[i].start);
+  }
+  auto same = [&](const std::vector<WordTiming>& b) {
+    ASSERT_EQ(b.size(), words.size());
+    for (size_t i = 0; i < words.size(); ++i) {
+      EXPECT_EQ(b[i].text, words[i].text);
+      EXPECT_EQ(b[i].start, words[i].start);
+      EXPECT_EQ(b[i].end, words[i].end);
+    }
+  };
+  same(RunSampledAsr(model, true).summary.words);
+
+  auto engine = Engine::Create({.threads = 2, .max_batch = 2});
+  ASSERT_TRUE(engine.ok());
+  auto other = Conversation::Create(model, {.seed = 3, .engine = *engine});
+  ASSERT_TRUE(other.ok());
+  const TranscribeOptions o = OraclePrompt({});
+  ASSERT_TRUE((*other)->AddTokens(o.prompt_before_speech).ok());
+  ASSERT_TRUE((*other)->AddAudioFile(testing::DataPath("inputs/question.wav")).ok());
+  ASSERT_TRUE((*other)->AddTokens(o.prompt_after_speech).ok());
+  GenerateOptions og = GenerateOptions::ForAsr(*model);
+  og.max_new_tokens = 40;
+  og.text = {1.0f, 0};
+  ASSERT_TRUE((*other)->BeginGenerate(og, {}).ok());
+  const SampledAsr batched = RunSampledAsr(model, true, *engine, other->get());
+  EXPECT_EQ(batched.ids, timed.ids);
+  same(batched.summary.words);
+}
+
+// The transcription path carries them: with word_timestamps the segment's ids and text are unchanged and
+// its words (the tiny model's greedy text has none) stay inside it; FormatTranscript's json shows them.
+TEST(Transcribe, WordTimestampsInSegments) {
+  auto model = Tiny();
+  ASSERT_TRUE(model);
+  const std::string clip = testing::DataPath("inputs/question.wav");
+  TranscribeOptions o = OraclePrompt({.max_new_tokens = 24});
+  auto plain = Transcribe(model, clip, o);
+  ASSERT_TRUE(plain.ok()) << plain.status().message();
+  o.word_timestamps = true;
+  auto r = Transcribe(model, clip, o);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  ASSERT_EQ(r->segments.size(), 1u);
+  EXPECT_EQ(r->segments[0].ids, plain->segments[0].ids);
+  EXPECT_EQ(r->segments[0].text, plain->segments[0].text);
+  EXPECT_EQ(JoinWords(r->segments[0].words), NormalizeSpaces(r->segments[0].text));
+  TranscriptSegment seg;
+  seg.start = 1.5;
+  seg.end = 2.5;
+  seg.text = " hi there";
+  seg.words = {{"hi", 1.5, 1.75}, {"there", 1.75, 2.5}};
+  EXPECT_EQ(FormatTranscript({&seg, 1}, TranscriptFormat::kJson),
+            "{\"segments\":[{\"start\":1.5,\"end\":2.5,\"text\":\" hi there\",\"words\":[{\"word\":\"hi\","
+            "\"start\":1.5,\"end\":1.75},{\"word\":\"there\",\"start\":1.75,\"end\":2.5}]}]}\n");
+}
+
+// Without speech in the conversation there is nothing to time: Generate fails and says why.
+TEST(Transcribe, WordTimestampsNeedSpeech) {
+  auto model = Tiny();
+  ASSERT_TRUE(model);
+  auto conv = Conversation::Create(model);
+  ASSERT_TRUE(conv.ok());
+  ASSERT_TRUE((*conv)->AddTokens(OraclePrompt({}).prompt_before_speech).ok());
+  GenerateOptions g = GenerateOptions::ForAsr(*model);
+  g.max_new_tokens = 2;
+  g.word_timestamps = true;
+  auto r = (*conv)->Generate(g, {});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("AddAudio"), std::string::npos) << r.status().message();
+}
+
+// Grouping and times (api/word_timing.h) on an attention matrix with a known alignment: token i attends
+// to frames [8i, 8i + 8) of 40, so DTW starts the five tokens at frames 0, 8, 16, 24, 32 (80 ms each);
+// " Hello" + "," make one word, " wor" + "ld" another, the white-space piece ends a word, the control
+// token is aligned (it ends "world") but is no word.
+TEST(WordTiming, GroupsPiecesAndTimesWordsFromTheAlignment) {
+  const size_t T = 5, F = 40;
+  std::vector<float> rows(T * F, 0.01f);
+  for (size_t i = 0; i < T; ++i) {
+    for (size_t j = 8 * i; j < 8 * i + 8; ++j) rows[i * F + j] = 1.0f;
+  }
+  const std::vector<AlignedToken> tokens = {
+      {" Hello", false}, {",", false}, {" wor", false}, {"ld", false}, {"<|im_end|>", true}};
+  auto words = WordsFromAttention(rows, F, tokens, 0.08, 3.2);
+  ASSERT_TRUE(words.ok()) << words.status().message();
+  ASSERT_EQ(words->size(), 2u);
+  EXPECT_EQ((*words)[0].text, "Hello,");
+  EXPECT_DOUBLE_EQ((*words)[0].start, 0.0);
+  EXPECT_DOUBLE_EQ((*words)[0].end, 16 * 0.08);
+  EXPECT_EQ((*words)[1].text, "world");
+  EXPECT_DOUBLE_EQ((*words)[1].start, 16 * 0.08);
+  EXPECT_DOUBLE_EQ((*words)[1].end, 32 * 0.08);
+
+  // A white-space-only piece splits "ab" from "cd"; the last word ends at the clip's end.
+  const std::vector<AlignedToken> split = {{"ab", false}, {"\n", false}, {"cd", false}};
+  std::vector<float> r3(3 * F, 0.01f);
+  for (size_t i = 0; i < 3; ++i) {
+    for (size_t j = 13 * i; j < 13 * i + 13; ++j) r3[i * F + j] = 1.0f;
+  }
+  auto w3 = WordsFromAttention(r3, F, split, 0.08, 3.2);
+  ASSERT_TRUE(w3.ok());
+  ASSERT_EQ(w3->size(), 2u);
+  EXPECT_EQ((*w3)[0].text, "ab");
+  EXPECT_EQ((*w3)[1].text, "cd");
+  EXPECT_DOUBLE_EQ((*w3)[1].start, 26 * 0.08);
+  EXPECT_DOUBLE_EQ((*w3)[1].end, 3.2);
 }
 
 }  // namespace

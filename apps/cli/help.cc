@@ -99,6 +99,9 @@ const std::vector<CommandHelp> kCommands = {
       {"--max-new N", "generation budget in tokens, per window"},
       {"--format text|json|srt|vtt",
        "output: text (a line per window, the default), json segments, SRT or WebVTT"},
+      {"--words",
+       "word timestamps (approximate: from the model's attention, aligned as Whisper's), in the json "
+       "segments' \"words\" (json is then the default format)"},
       {"--max-seconds S", "longest input accepted (default 3600)"},
       {"--window S",
        "window length in seconds (default 30); cuts fall at the quietest 20 ms of its last 5 s"},

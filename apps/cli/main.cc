@@ -527,16 +527,18 @@ int Asr(int argc, char** argv) {
   Args args;
   std::string err;
   if (!ParseArgs(argc, argv, 2, {"model", "max-new", "threads", "weights", "format", "max-seconds", "window"},
-                 {"no-weight-check", "verbose"}, &args, &err))
+                 {"no-weight-check", "verbose", "words"}, &args, &err))
     return UsageError(err);
   const std::string* model_dir = args.Get("model");
   if (!model_dir || args.positional.size() != 1) return UsageError("asr needs --model and one audio file");
   lfmvox::TranscribeOptions t;
+  t.word_timestamps = args.Has("words");
   if (int rc = ThreadsArg(args, &t.threads)) return rc;
   if (const std::string* v = args.Get("max-new"); v && !ParseInt(*v, 1, 1 << 20, &t.max_new_tokens)) {
     return UsageError("--max-new takes a positive integer");
   }
   lfmvox::TranscriptFormat format = lfmvox::TranscriptFormat::kText;
+  if (t.word_timestamps && !args.Get("format")) format = lfmvox::TranscriptFormat::kJson;
   if (const std::string* f = args.Get("format")) {
     if (*f == "json")
       format = lfmvox::TranscriptFormat::kJson;

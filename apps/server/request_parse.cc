@@ -1,6 +1,7 @@
 #include "request_parse.h"
 
 #include <cmath>
+#include <cstdlib>
 #include <string>
 
 namespace lfmvox::server {
@@ -171,13 +172,22 @@ std::optional<ApiError> ParseTranscriptionForm(std::string_view content_type, st
       stream = std::string(p.body);
     } else if (p.name == "language") {
       f.language = std::string(p.body.substr(0, 16));
+    } else if (p.name == "temperature") {
+      // OpenAI's range; 0 (the default) is greedy, as the model's ASR preset.
+      const std::string t(p.body.substr(0, 32));
+      char* end = nullptr;
+      const double v = std::strtod(t.c_str(), &end);
+      if (t.empty() || end != t.c_str() + t.size() || !(v >= 0 && v <= 1)) {
+        return BadRequest("'temperature' must be a number in [0, 1]", "temperature");
+      }
+      f.temperature = static_cast<float>(v);
     } else if (p.name == "timestamp_granularities[]" || p.name == "timestamp_granularities") {
       if (p.body == "word")
         want_words = true;
       else if (p.body != "segment")
         return BadRequest("timestamp_granularities[] takes segment or word", "timestamp_granularities[]");
     }
-    // model, prompt, temperature, include[], chunking_strategy: accepted; ASR is greedy, one chunk.
+    // model, prompt, include[], chunking_strategy: accepted; one chunk.
   }
   if (!have_file) {
     return BadRequest("the form needs a 'file' part with the audio", "file", "missing_required_parameter");
@@ -186,10 +196,11 @@ std::optional<ApiError> ParseTranscriptionForm(std::string_view content_type, st
   if (rf != "json" && rf != "text" && rf != "srt" && rf != "vtt" && rf != "verbose_json") {
     return BadRequest("'response_format' must be json, text, srt, vtt or verbose_json", "response_format");
   }
-  if (want_words) {
-    return BadRequest("word timestamps are not available from this model; ask for segment",
+  if (want_words && rf != "verbose_json") {
+    return BadRequest("timestamp_granularities[] word needs response_format verbose_json",
                       "timestamp_granularities[]");
   }
+  f.words = want_words;
   if (stream != "true" && stream != "false") return BadRequest("'stream' must be true or false", "stream");
   f.stream = stream == "true";
   return std::nullopt;

@@ -59,6 +59,8 @@ struct TranscriptionForm {
   size_t file = 0;              // parts[file] is the audio
   std::string response_format = "json", language;
   bool stream = false;
+  bool words = false;     // timestamp_granularities[] holds "word" (verbose_json only)
+  float temperature = 0;  // text sampling; 0 greedy (the ASR preset)
 };
 std::optional<ApiError> ParseTranscriptionForm(std::string_view content_type, std::string_view body,
                                                TranscriptionForm* out);

@@ -829,6 +829,8 @@ net::awaitable<bool> Server::Impl::Transcription(Exchange& ex) {
   spec.options = GenerateOptions::ForAsr(*model);
   if (opt.max_new_tokens > 0)
     spec.options.max_new_tokens = std::min(spec.options.max_new_tokens, opt.max_new_tokens);
+  spec.options.word_timestamps = form.words;
+  spec.options.text.temperature = form.temperature;
   spec.want_pcm = false;
   auto job = scheduler->Submit(std::move(spec));
   if (!job.ok()) SEND_ERROR(ex, {503, job.status().message(), "", "", "unavailable_error"});
@@ -886,12 +888,21 @@ net::awaitable<bool> Server::Impl::Transcription(Exchange& ex) {
                         {"avg_logprob", 0.0},
                         {"compression_ratio", 0.0},
                         {"no_speech_prob", 0.0}};
-        const json verbose = {{"task", "transcribe"},
-                              {"language", language.empty() ? "english" : language},
-                              {"duration", duration},
-                              {"text", text},
-                              {"segments", json::array({segment})},
-                              {"usage", usage}};
+        json verbose = {{"task", "transcribe"},
+                        {"language", language.empty() ? "english" : language},
+                        {"duration", duration},
+                        {"text", text},
+                        {"segments", json::array({segment})},
+                        {"usage", usage}};
+        if (form.words) {
+          json words = json::array();
+          for (const WordTiming& w : ev.summary.words) {
+            words.push_back({{"word", w.text},
+                             {"start", std::min(w.start, duration)},
+                             {"end", std::min(w.end, duration)}});
+          }
+          verbose["words"] = std::move(words);
+        }
         co_return co_await ex.SendJson(200, verbose);
       }
     }

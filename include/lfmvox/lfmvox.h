@@ -155,11 +155,26 @@ struct Sampling {
   int top_k = 0;  // 0: no top-k cut
 };
 
+// A generated word and where it was heard (GenerateOptions::word_timestamps).
+struct WordTiming {
+  std::string text;  // the word without its leading space; punctuation stays with the word it follows
+  double start = 0;  // seconds from the start of the audio clip the words transcribe
+  double end = 0;    // ≥ start
+};
+
 struct GenerateOptions {
   GenerationMode mode = GenerationMode::kSequential;
   int max_new_tokens = 512;  // text tokens and audio frames together
   Sampling text;             // default: greedy
   Sampling audio;            // default: greedy; see the presets below
+  // Word timestamps (ASR; LFM2.5-Audio): GenerateSummary::words gets each generated word and where it lies
+  // in the last audio clip added before this generation (AddAudio / AddAudioFile). The times come from the
+  // backbone's attention of each generated token onto the clip's positions (summed over its attention
+  // layers and heads), aligned by dynamic time warping as Whisper's word timestamps are: approximate, at
+  // the encoder's 80 ms a position, and unverified on trained weights (no reference exists here). Costs
+  // about heads × clip positions dot products per attention layer and token. A conversation without such
+  // a clip, or a family without it (LFM3-Audio), fails Generate.
+  bool word_timestamps = false;
 
   // The model family's official settings for each task (for LFM2.5-Audio,
   // the liquid-audio README's): text is greedy in all of them.
@@ -192,6 +207,8 @@ struct GenerateSummary {
   bool cancelled = false;     // stopped by Cancel()
   // This generation's stages, and the encoder's time for the audio added since the last generation.
   StageTimings timings;
+  // With GenerateOptions::word_timestamps: the generated words in order (see WordTiming).
+  std::vector<WordTiming> words;
 };
 
 // What a conversation does when its context fills.

@@ -41,13 +41,16 @@ struct TranscribeOptions {
   // Called after each window with the seconds transcribed so far and the file's length as its header
   // declares it (-1 when unknown), for a progress line; the library prints nothing.
   std::function<void(double done_seconds, double total_seconds)> on_progress;
+  // Each segment's words with their times (GenerateOptions::word_timestamps: approximate, see there).
+  bool word_timestamps = false;
 };
 
 struct TranscriptSegment {
   double start = 0;  // seconds from the start of the file
   double end = 0;
-  std::string text;          // the window's transcript, control tokens left out
-  std::vector<int32_t> ids;  // every text token generated for the window, control tokens included
+  std::string text;               // the window's transcript, control tokens left out
+  std::vector<int32_t> ids;       // every text token generated for the window, control tokens included
+  std::vector<WordTiming> words;  // with TranscribeOptions::word_timestamps: in seconds from the file's start
 };
 
 struct TranscribeSummary {
@@ -66,7 +69,9 @@ Result<TranscribeSummary> Transcribe(std::shared_ptr<const AudioModel> model, co
 enum class TranscriptFormat { kText, kJson, kSrt, kVtt };
 
 // "text": each segment's text on its own line (one window: what `lfmvox asr` always printed);
-// "json": {"segments": [{"start": s, "end": s, "text": "..."}, ...]};
+// "json": {"segments": [{"start": s, "end": s, "text": "...", "words": [{"word", "start", "end"}, ...]},
+// ...]}
+//   ("words" only when the segment has them);
 // "srt": numbered cues "HH:MM:SS,mmm --> HH:MM:SS,mmm"; "vtt": "WEBVTT" and "HH:MM:SS.mmm" cues.
 // Times are rounded to the nearest millisecond.
 std::string FormatTranscript(std::span<const TranscriptSegment> segments, TranscriptFormat format);

@@ -74,6 +74,7 @@ Result<TranscribeSummary> Transcribe(std::shared_ptr<const AudioModel> model, co
 
     GenerateOptions gen = GenerateOptions::ForAsr(*model);
     if (o.max_new_tokens > 0) gen.max_new_tokens = o.max_new_tokens;
+    gen.word_timestamps = o.word_timestamps;
     LFM_ASSIGN_OR_RETURN(
         std::unique_ptr<Conversation> conv,
         Conversation::Create(model, {.threads = o.threads, .max_clip_seconds = o.window_seconds}));
@@ -124,6 +125,11 @@ Result<TranscribeSummary> Transcribe(std::shared_ptr<const AudioModel> model, co
       };
       LFM_ASSIGN_OR_RETURN(GenerateSummary g, conv->Generate(gen, cb));
       summary.timings += g.timings;
+      for (WordTiming& w : g.words) {  // clip times → file times, inside the window
+        w.start = std::min(seg.start + w.start, seg.end);
+        w.end = std::min(seg.start + w.end, seg.end);
+        seg.words.push_back(std::move(w));
+      }
       if (on_segment) LFM_RETURN_IF_ERROR(on_segment(seg));
       if (o.on_progress) o.on_progress(seg.end, total_seconds);
       summary.segments.push_back(std::move(seg));
@@ -159,7 +165,14 @@ std::string FormatTranscript(std::span<const TranscriptSegment> segments, Transc
     case TranscriptFormat::kJson: {
       nlohmann::ordered_json list = nlohmann::ordered_json::array();
       for (const TranscriptSegment& s : segments) {
-        list.push_back({{"start", s.start}, {"end", s.end}, {"text", s.text}});
+        nlohmann::ordered_json seg = {{"start", s.start}, {"end", s.end}, {"text", s.text}};
+        if (!s.words.empty()) {
+          nlohmann::ordered_json words = nlohmann::ordered_json::array();
+          for (const WordTiming& w : s.words)
+            words.push_back({{"word", w.text}, {"start", w.start}, {"end", w.end}});
+          seg["words"] = std::move(words);
+        }
+        list.push_back(std::move(seg));
       }
       out = nlohmann::ordered_json{{"segments", list}}.dump(
                 -1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) +

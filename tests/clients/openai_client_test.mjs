@@ -97,6 +97,20 @@ try {
     assert.ok(Math.abs(r.duration - wavSeconds) < 1e-3);
     assert.ok(Math.abs(r.segments[0].end - wavSeconds) < 1e-3);
   });
+  await test('transcription verbose_json words', async () => {
+    const r = await asr.audio.transcriptions.create({
+      model: 'whisper-1', file: await file(), response_format: 'verbose_json',
+      timestamp_granularities: ['word', 'segment'] });
+    assert.equal(r.text, refText);
+    assert.ok(Array.isArray(r.words), JSON.stringify(r));
+    // The demo model's transcript is white space only, so no words; each word the server sends is timed in order.
+    assert.equal(r.words.length, refText.split(/\s+/).filter((w) => w.length > 0).length);
+    let last = 0;
+    for (const w of r.words) {
+      assert.ok(w.start >= last && w.end >= w.start && w.end <= wavSeconds + 1e-6, JSON.stringify(w));
+      last = w.start;
+    }
+  });
   await test('transcription stream: deltas join to the transcript', async () => {
     const s = await asr.audio.transcriptions.create({ model: 'whisper-1', file: await file(), stream: true });
     let joined = '', done = null;

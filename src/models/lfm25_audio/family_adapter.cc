@@ -13,6 +13,7 @@
 
 #include "api/engine_core.h"
 #include "api/family.h"
+#include "api/word_timing.h"
 #include "base/clock.h"
 #include "blocks/sampling.h"
 #include "blocks/weights.h"
@@ -182,8 +183,14 @@ class Lfm25FamilySession final : public FamilySession {
     detok_->Reset();  // every assistant turn starts a fresh speech stream
     bridge_.emplace(model_, out_, &*detok_, pcm_, clamped_);
     turn_start_ = session_->positions();
-    Status s = session_->BeginGeneration(o, *bridge_);
-    if (!s.ok()) bridge_.reset();
+    session_->StopAttentionProbe();
+    clip_n_ = 0;
+    Status s = options.word_timestamps ? StartWordTiming() : Status::Ok();
+    if (s.ok()) s = session_->BeginGeneration(o, *bridge_);
+    if (!s.ok()) {
+      session_->StopAttentionProbe();
+      bridge_.reset();
+    }
     return s;
   }
 
@@ -213,6 +220,13 @@ class Lfm25FamilySession final : public FamilySession {
     s.context_full = r.context_full;
     s.cancelled = r.cancelled;
     s.timings = timings;
+    if (clip_n_ != 0) {
+      Result<std::vector<WordTiming>> words = Words();
+      session_->StopAttentionProbe();
+      clip_n_ = 0;
+      if (!words.ok()) return words.status();
+      s.words = std::move(words).value();
+    }
     return s;
   }
 
@@ -268,6 +282,46 @@ class Lfm25FamilySession final : public FamilySession {
   OutputCallbacks out_;           // the running generation's callbacks
   std::optional<Bridge> bridge_;  // items → callbacks and speech, for the running generation
   size_t turn_start_ = 0;         // history position where the last generation began
+  // Word timing (GenerateOptions::word_timestamps): the audio clip's history positions
+  // [clip_first_, clip_first_ + clip_n_); clip_n_ = 0 when off.
+  size_t clip_first_ = 0, clip_n_ = 0;
+
+  // The last run of AUDIO_IN positions before the turn, probed from here on.
+  Status StartWordTiming() {
+    size_t end = turn_start_;
+    while (end > 0 && session_->modality(end - 1) != Modality::kAudioIn) --end;
+    size_t first = end;
+    while (first > 0 && session_->modality(first - 1) == Modality::kAudioIn) --first;
+    if (first == end) {
+      return InvalidArgument(
+          "word_timestamps needs speech in the conversation (AddAudio or AddAudioFile) before Generate");
+    }
+    LFM_RETURN_IF_ERROR(session_->StartAttentionProbe(first, end - first));
+    clip_first_ = first;
+    clip_n_ = end - first;
+    return Status::Ok();
+  }
+
+  // The generated tokens of the turn, each with the probe row of the position that predicted it.
+  Result<std::vector<WordTiming>> Words() const {
+    const Lfm2State& st = session_->backbone_state();
+    const std::span<const float> rows = st.probe_rows();
+    const size_t F = clip_n_, from = clip_first_ + clip_n_;
+    std::vector<AlignedToken> tokens;
+    std::vector<float> att;
+    Tokenizer::StreamDecoder text(model_.tokenizer());
+    for (size_t i = std::max(turn_start_, from + 1); i < session_->positions(); ++i) {
+      if (session_->modality(i) != Modality::kText) continue;
+      const size_t row = i - 1 - from;         // the position before the token predicted it
+      if ((row + 1) * F > rows.size()) break;  // not run (a generation that stopped before its step)
+      const int32_t id = session_->token(i);
+      tokens.push_back({text.Push(id), model_.tokenizer().IsSpecialToken(id)});
+      att.insert(att.end(), rows.begin() + static_cast<std::ptrdiff_t>(row * F),
+                 rows.begin() + static_cast<std::ptrdiff_t>((row + 1) * F));
+    }
+    const double fs = session_->seconds_per_audio_in();
+    return WordsFromAttention(std::move(att), F, tokens, fs, fs * static_cast<double>(F));
+  }
 
   // ContextPolicy::kDropOldest: while fewer than reserve_ positions are free, drops the oldest whole
   // turns after the first (the system prompt), never the last two (the turn being built and the one

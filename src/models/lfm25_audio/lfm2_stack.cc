@@ -6,6 +6,7 @@
 
 #include "base/memory_budget.h"
 #include "blocks/weights.h"
+#include "ops/ops.h"
 #include "threading/thread_team.h"
 
 namespace lfmvox {
@@ -116,6 +117,60 @@ void Lfm2State::Reset() {
   for (auto& kv : kv_) kv.Clear();
 }
 
+Status Lfm2State::StartProbe(int64_t key_first, size_t key_n, int64_t from) {
+  if (kv_.empty() || std::all_of(kv_.begin(), kv_.end(), [](const KvCache& c) { return c.capacity == 0; })) {
+    return Unimplemented("this stack has no attention layer to probe");
+  }
+  for (const KvCache& c : kv_) {
+    if (c.capacity != 0 && c.window != 0) {
+      return Unimplemented("attention probes need full-attention layers (a sliding window drops keys)");
+    }
+  }
+  if (key_first < 0 || key_n == 0 || from < key_first + static_cast<int64_t>(key_n)) {
+    return InvalidArgument(StrFormat("an attention probe needs keys [%lld, %lld) before its first row %lld",
+                                     static_cast<long long>(key_first),
+                                     static_cast<long long>(key_first) + static_cast<long long>(key_n),
+                                     static_cast<long long>(from)));
+  }
+  probe_.on = true;
+  probe_.key_first = key_first;
+  probe_.key_n = key_n;
+  probe_.from = from;
+  probe_.rows.clear();
+  probe_.scores.assign(key_n, 0.0f);
+  return Status::Ok();
+}
+
+void Lfm2State::StopProbe() { probe_ = Probe{}; }
+
+// Attention layer `layer`'s share of the probe rows of st's rows [row0, row0 + n) in this call (q normed
+// and rotated, the call's keys already in the cache). Serial: a probe row costs heads × key_n dot products.
+void RecordProbe(Lfm2State& st, size_t layer, const AttentionShape& shape, const float* q, size_t ldq,
+                 size_t row0, size_t n) {
+  Lfm2State::Probe& p = st.probe_;
+  const KvCache& c = st.kv_[layer];
+  if (p.key_first < c.first_pos ||
+      p.key_first + static_cast<int64_t>(p.key_n) > c.first_pos + static_cast<int64_t>(c.len)) {
+    return;  // keys not (or no longer) cached: StartProbe's conditions make this unreachable
+  }
+  const size_t hd = shape.head_dim, KV = shape.kv_dim(), group = shape.heads / shape.kv_heads;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const float* keys = c.k.data() + static_cast<size_t>(p.key_first - c.first_pos) * KV;
+  float* sc = p.scores.data();
+  for (size_t r = 0; r < n; ++r) {
+    const int64_t pos = st.pos_ + static_cast<int64_t>(r);
+    if (pos < p.from) continue;
+    float* out = p.rows.data() + static_cast<size_t>(pos - p.from) * p.key_n;
+    for (size_t h = 0; h < shape.heads; ++h) {
+      const float* qh = q + (row0 + r) * ldq + h * hd;
+      const float* kh = keys + (h / group) * hd;
+      for (size_t j = 0; j < p.key_n; ++j) sc[j] = scale * ops::Dot(qh, kh + j * KV, hd);
+      ops::Softmax(sc, p.key_n);
+      for (size_t j = 0; j < p.key_n; ++j) out[j] += sc[j];
+    }
+  }
+}
+
 size_t Lfm2State::remaining_positions() const {
   size_t r = SIZE_MAX;
   for (const KvCache& kv : kv_) {
@@ -216,6 +271,18 @@ Status Lfm2Forward(const Lfm2Stack& stack, std::span<Lfm2State* const> states, s
     }
   }
 
+  // Probed sequences: the rows of this call's positions start from zero (a rerun rewrites them).
+  for (size_t s = 0; s < states.size(); ++s) {
+    Lfm2State::Probe& p = states[s]->probe_;
+    const int64_t end = states[s]->pos_ + static_cast<int64_t>(rows[s]);
+    if (!p.on || end <= p.from) continue;
+    const int64_t first = std::max(states[s]->pos_, p.from);
+    const size_t need = static_cast<size_t>(end - p.from) * p.key_n;
+    if (p.rows.size() < need) p.rows.resize(need, 0.0f);
+    std::fill(p.rows.begin() + (first - p.from) * static_cast<int64_t>(p.key_n),
+              p.rows.begin() + static_cast<int64_t>(need), 0.0f);
+  }
+
   for (size_t li = 0; li < stack.layers().size(); ++li) {
     const Lfm2Layer& L = stack.layers()[li];
     L.operator_norm.Forward(x, R, H, xn, H);
@@ -242,6 +309,9 @@ Status Lfm2Forward(const Lfm2Stack& stack, std::span<Lfm2State* const> states, s
       a.v_proj.Forward(xn, R, H, k + KV, 2 * KV, team);
       AttendSequences(shape, a.q_norm, a.k_norm, stack.rope(), sc.attn_seqs_, q, Q, k, k + KV, 2 * KV, wide2,
                       Q, sc.attn_, team);
+      for (size_t s = 0, r0 = 0; s < states.size(); r0 += rows[s], ++s) {
+        if (states[s]->probe_.on) RecordProbe(*states[s], li, shape, q, Q, r0, rows[s]);
+      }
       a.out_proj.Forward(wide2, R, Q, tmp, H, team);
     }
     for (size_t r = 0; r < R; ++r) ops::Add(x + r * H, tmp + r * H, x + r * H, H);

@@ -98,7 +98,31 @@ class Lfm2State {
   const float* conv_state(size_t layer) const { return conv_state_[layer].data(); }
   const KvCache& kv_cache(size_t layer) const { return kv_[layer]; }
 
+  // Attention probe (word timing): from now on every row at a position ≥ `from` that runs through the
+  // stack records, summed over the attention layers and their heads, softmax(q·k / √hd) taken over the
+  // keys at positions [key_first, key_first + key_n) only, so each head's share sums to 1 and a row
+  // sums to attention layers × heads. Needs key_first + key_n ≤ from and full-attention layers only (their
+  // caches keep every key). Running a position again (a cache rebuild) rewrites its row. The rows grow as
+  // positions run, at most (context − from) × key_n floats. StopProbe ends it and frees them.
+  Status StartProbe(int64_t key_first, size_t key_n, int64_t from);
+  void StopProbe();
+  bool probing() const { return probe_.on; }
+  size_t probe_keys() const { return probe_.key_n; }
+  // [rows, key_n]: row i is position from + i (zeros for a position in between that has not run).
+  std::span<const float> probe_rows() const { return probe_.rows; }
+
  private:
+  struct Probe {
+    bool on = false;
+    int64_t key_first = 0, from = 0;
+    size_t key_n = 0;
+    std::vector<float> rows;    // [rows, key_n]
+    std::vector<float> scores;  // [key_n] one head's scores
+  };
+  friend void RecordProbe(Lfm2State& st, size_t layer, const AttentionShape& shape, const float* q,
+                          size_t ldq, size_t row0, size_t n);
+  Probe probe_;
+
   friend Status Lfm2Forward(const Lfm2Stack&, std::span<Lfm2State* const>, std::span<const size_t>, float*,
                             Lfm2Scratch&, ThreadTeam&, TraceSink*);
 

@@ -782,6 +782,7 @@ void Lfm25Session::Reset() {
   audio_in_.clear();
   cached_ = 0;
   state_.Reset();
+  state_.StopProbe();
   rng_ = Rng(seed_);
   gen_ = Generation{};
 }

@@ -255,6 +255,16 @@ class Lfm25Session {
   const Lfm25AudioModel& model() const { return model_; }
   // The backbone caches, for parity tests.
   const Lfm2State& backbone_state() const { return state_; }
+  // Word timing: the backbone records every later position's attention onto the history positions
+  // [first, first + n) (Lfm2State::StartProbe, rows from first + n on), until StopAttentionProbe or Reset.
+  Status StartAttentionProbe(size_t first, size_t n) {
+    return state_.StartProbe(static_cast<int64_t>(first), n, static_cast<int64_t>(first + n));
+  }
+  void StopAttentionProbe() { state_.StopProbe(); }
+  // Seconds of speech one AUDIO_IN position stands for: the encoder's 8× subsampling of the mel hop.
+  double seconds_per_audio_in() const {
+    return 8.0 * model_.mel_config().hop_length / model_.mel_config().sample_rate;
+  }
 
   // Empties the history and the caches (a new conversation).
   void Reset();

@@ -172,6 +172,9 @@ class Lfm3FamilySession final : public FamilySession {
 
   Status BeginGenerate(const GenerateOptions& options, const OutputCallbacks& out) override {
     if (session_->generating()) return InvalidArgument("this conversation is already generating");
+    if (options.word_timestamps) {
+      return Unimplemented("word timestamps need speech input, which LFM3-Audio does not take in lfmvox");
+    }
     Lfm3GenerationOptions o;
     o.interleaved = options.mode == GenerationMode::kInterleaved;
     o.max_new = options.max_new_tokens;
