@@ -751,6 +751,76 @@ TEST_F(ServerTest, ChatStreamEqualsNonStream) {
               "invalid_request_error");
 }
 
+// An assistant message {"audio": {"id"}} replays that earlier answer's own tokens and codes: the second
+// answer of a two-request spoken chat equals the library's second turn of one conversation (greedy, the
+// server's 40-item cap), PCM bit for bit and transcript. An unknown id is a 400 naming it.
+TEST_F(ServerTest, ChatAudioIdKeepsTheExactHistory) {
+  const std::string wav = ReadFile(DataPath("inputs/question.wav"));
+  const json user_audio = {
+      {"role", "user"},
+      {"content",
+       {{{"type", "input_audio"}, {"input_audio", {{"data", Base64Encode(wav)}, {"format", "wav"}}}}}}};
+  json req = {{"modalities", {"text", "audio"}},
+              {"audio", {{"voice", "alloy"}, {"format", "pcm16"}}},
+              {"temperature", 0},
+              {"messages", {user_audio}}};
+  Reply first = Post(text_port(), "/v1/chat/completions", req);
+  ASSERT_EQ(first.status, 200) << first.body;
+  const json m1 = first.Json()["choices"][0]["message"];
+  const std::string audio_id = m1["audio"]["id"];
+  req["messages"] = {user_audio,
+                     {{"role", "assistant"}, {"audio", {{"id", audio_id}}}},
+                     {{"role", "user"}, {"content", "And then?"}}};
+  Reply second = Post(text_port(), "/v1/chat/completions", req);
+  ASSERT_EQ(second.status, 200) << second.body;
+  const json m2 = second.Json()["choices"][0]["message"];
+  auto pcm2 = Base64Decode(m2["audio"]["data"].get<std::string>(), 1u << 30);
+  ASSERT_TRUE(pcm2.ok());
+
+  // The library: one conversation, two turns.
+  auto clip = DecodeAudio(wav, 600);
+  ASSERT_TRUE(clip.ok());
+  auto c = Conversation::Create(TextModel(), {.threads = 2, .context = 1024, .seed = 0});
+  ASSERT_TRUE(c.ok());
+  GenerateOptions o = GenerateOptions::ForSpeechToSpeech(*TextModel());
+  o.audio.temperature = 0;
+  o.max_new_tokens = kMaxNew;
+  std::string text[2];
+  std::vector<float> pcm[2];
+  for (int turn = 0; turn < 2; ++turn) {
+    if (turn == 0) {
+      ASSERT_TRUE((*c)->StartChat().ok());
+      ASSERT_TRUE((*c)->StartTurn("user").ok());
+      ASSERT_TRUE((*c)->AddAudio(clip->samples, clip->sample_rate, clip->channels).ok());
+    } else {
+      ASSERT_TRUE((*c)->EndTurn().ok());  // the assistant's
+      ASSERT_TRUE((*c)->StartTurn("user").ok());
+      ASSERT_TRUE((*c)->AddText("And then?").ok());
+    }
+    ASSERT_TRUE((*c)->EndTurn().ok());
+    ASSERT_TRUE((*c)->StartTurn("assistant").ok());
+    OutputCallbacks cb;
+    cb.on_text = [&](int32_t id, std::string_view piece) {
+      if (!TextModel()->IsSpecialToken(id)) text[turn] += piece;
+      return Status::Ok();
+    };
+    cb.on_pcm = [&](std::span<const float> p) {
+      pcm[turn].insert(pcm[turn].end(), p.begin(), p.end());
+      return Status::Ok();
+    };
+    ASSERT_TRUE((*c)->Generate(o, cb).ok());
+  }
+  EXPECT_EQ(m1["audio"]["transcript"], text[0]);
+  EXPECT_EQ(m2["audio"]["transcript"], text[1]);
+  ASSERT_FALSE(pcm[1].empty());
+  EXPECT_TRUE(*pcm2 == S16(pcm[1])) << "the second answer differs from the library's second turn";
+
+  req["messages"][1]["audio"]["id"] = "audio_nope";
+  ExpectError(Post(text_port(), "/v1/chat/completions", req), 400, "invalid_request_error");
+  req["messages"][1] = {{"role", "user"}, {"audio", {{"id", audio_id}}}, {"content", "x"}};
+  ExpectError(Post(text_port(), "/v1/chat/completions", req), 400, "invalid_request_error");
+}
+
 // ---- limits, auth, disconnects ----
 
 TEST(ServerLimits, AuthBodyLimitAndDisconnect) {

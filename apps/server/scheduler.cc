@@ -28,6 +28,19 @@ void Job::Push(Event e) {
   if (notify) notify();
 }
 
+Status RecordedTurn::Replay(Conversation& c) const {
+  if (Status st = c.StartTurn("assistant"); !st.ok()) return st;
+  const size_t C = num_codebooks;
+  for (int32_t i : items) {
+    if (i >= 0) {
+      if (Status st = c.AddTokens({&i, 1}); !st.ok()) return st;
+    } else {
+      if (Status st = c.AddAudioOut({codes.data() + static_cast<size_t>(-1 - i) * C, C}); !st.ok()) return st;
+    }
+  }
+  return c.EndTurn();
+}
+
 Result<std::unique_ptr<Scheduler>> Scheduler::Create(std::shared_ptr<const AudioModel> model,
                                                      const SchedulerOptions& options, Metrics* metrics) {
   if (options.max_sessions < 1) return InvalidArgument("max_sessions must be at least 1");
@@ -95,13 +108,23 @@ void Scheduler::Start(std::shared_ptr<Job> job) {
   Job* j = job.get();
   const AudioModel* model = model_.get();
   Metrics* metrics = metrics_;
-  cb.on_text = [j, model](int32_t id, std::string_view piece) {
+  if (job->spec.record_turn) job->recording = std::make_shared<RecordedTurn>();
+  RecordedTurn* rec = job->recording.get();
+  cb.on_text = [j, model, rec](int32_t id, std::string_view piece) {
+    if (rec) rec->items.push_back(id);
     if (!model->IsSpecialToken(id) && !piece.empty()) j->Push(Event::Text(std::string(piece)));
     return Status::Ok();
   };
   if (job->spec.text_only) {
     cb.on_audio_frame = [j](std::span<const int32_t>, bool) {
       j->Cancel();  // the answer turned to speech: a text-only answer ends here
+      return Status::Ok();
+    };
+  } else if (rec) {
+    cb.on_audio_frame = [rec](std::span<const int32_t> codes, bool) {
+      rec->num_codebooks = codes.size();
+      rec->items.push_back(-1 - static_cast<int32_t>(rec->codes.size() / codes.size()));
+      rec->codes.insert(rec->codes.end(), codes.begin(), codes.end());
       return Status::Ok();
     };
   }
@@ -138,7 +161,9 @@ void Scheduler::Finish(Session& s) {
         std::chrono::duration<double>(std::chrono::steady_clock::now() - s.job->admitted).count();
     metrics_->real_time_factor().Observe(wall / audio);
   }
-  s.job->Push(Event::Done(*r));
+  Event done = Event::Done(*r);
+  done.turn = std::move(s.job->recording);
+  s.job->Push(std::move(done));
 }
 
 void Scheduler::Run() {

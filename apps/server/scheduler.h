@@ -19,13 +19,26 @@
 
 namespace lfmvox::server {
 
+// A generated assistant turn as the history holds it (JobSpec::record_turn): each item a text token id
+// (≥ 0) or an audio frame (−1 − its index into codes, frame-major [frames, num_codebooks]), in order; a
+// later request replays it into its conversation (AddTokens / AddAudioOut) for the exact history.
+struct RecordedTurn {
+  std::vector<int32_t> items;
+  std::vector<int32_t> codes;
+  size_t num_codebooks = 0;
+  size_t bytes() const { return (items.size() + codes.size()) * sizeof(int32_t); }
+  // StartTurn("assistant"), the items, EndTurn.
+  Status Replay(Conversation& c) const;
+};
+
 // One thing a job produced, in order.
 struct Event {
   enum Kind { kText, kPcm, kDone, kError } kind = kText;
-  std::string text;         // kText: the piece (control tokens are left out)
-  std::vector<float> pcm;   // kPcm: up to 80 ms of 24 kHz speech
-  GenerateSummary summary;  // kDone
-  Status error;             // kError: the request failed inside the engine (after admission)
+  std::string text;                          // kText: the piece (control tokens are left out)
+  std::vector<float> pcm;                    // kPcm: up to 80 ms of 24 kHz speech
+  GenerateSummary summary;                   // kDone
+  std::shared_ptr<const RecordedTurn> turn;  // kDone, with JobSpec::record_turn
+  Status error;                              // kError: the request failed inside the engine (after admission)
 
   static Event Text(std::string t) {
     Event e;
@@ -59,7 +72,8 @@ struct JobSpec {
   GenerateOptions options;
   uint64_t seed = 0;
   bool want_pcm = true;
-  bool text_only = false;  // stop at the first audio frame (a text-only chat answer)
+  bool text_only = false;    // stop at the first audio frame (a text-only chat answer)
+  bool record_turn = false;  // the Done event carries the generated turn (RecordedTurn)
   // A conversation that outlives the job (a realtime session's, created on engine()): the prompt
   // continues it instead of a fresh one. Only the scheduler thread touches it while the job runs.
   std::shared_ptr<Conversation> conversation;
@@ -82,6 +96,7 @@ class Job {
   std::chrono::steady_clock::time_point admitted;
   bool first_audio_seen = false;
   size_t pcm_samples = 0;
+  std::shared_ptr<RecordedTurn> recording;  // with spec.record_turn (scheduler thread)
 
  private:
   std::mutex mu_;

@@ -19,10 +19,13 @@
 #include <condition_variable>
 #include <cstdio>
 #include <ctime>
+#include <deque>
 #include <filesystem>
+#include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -275,6 +278,49 @@ bool SameOrigin(const Request& req) {
 
 // ---------------------------------------------------------------------------
 
+// The assistant turns of audio chat completions, by their `message.audio.id`, for an hour (the
+// `expires_at` the reply states): a later request's assistant message `{"audio": {"id"}}` replays the
+// turn into its conversation, so a multi-turn spoken chat keeps the exact history (the model's own
+// codes, not a re-encoding of its speech). Bounded: the oldest go first past kMaxEntries or kMaxBytes.
+class AudioStore {
+ public:
+  static constexpr size_t kMaxEntries = 1024, kMaxBytes = size_t{64} << 20;
+  static constexpr std::chrono::seconds kKeep{3600};
+
+  void Put(const std::string& id, std::shared_ptr<const RecordedTurn> turn) {
+    std::lock_guard lock(mu_);
+    Expire();
+    bytes_ += turn->bytes();
+    order_.push_back({id, std::chrono::steady_clock::now() + kKeep});
+    map_[id] = std::move(turn);
+    while (!order_.empty() && (map_.size() > kMaxEntries || bytes_ > kMaxBytes)) Drop();
+  }
+  std::shared_ptr<const RecordedTurn> Get(const std::string& id) {
+    std::lock_guard lock(mu_);
+    Expire();
+    auto it = map_.find(id);
+    return it == map_.end() ? nullptr : it->second;
+  }
+
+ private:
+  void Drop() {
+    auto it = map_.find(order_.front().first);
+    if (it != map_.end()) {
+      bytes_ -= it->second->bytes();
+      map_.erase(it);
+    }
+    order_.pop_front();
+  }
+  void Expire() {
+    const auto now = std::chrono::steady_clock::now();
+    while (!order_.empty() && order_.front().second <= now) Drop();
+  }
+  std::mutex mu_;
+  std::map<std::string, std::shared_ptr<const RecordedTurn>> map_;
+  std::deque<std::pair<std::string, std::chrono::steady_clock::time_point>> order_;
+  size_t bytes_ = 0;
+};
+
 struct Server::Impl {
   // The io_context goes first in ~Impl (so the coroutine frames it still holds are destroyed while
   // every member they touch is alive), after the acceptor bound to it.
@@ -292,6 +338,7 @@ struct Server::Impl {
   std::atomic<size_t> connections{0};
   std::atomic<size_t> realtime_sessions{0};
   std::string model_id;
+  AudioStore audio_store;
 
   std::mutex mu;
   std::condition_variable cv;
@@ -919,9 +966,12 @@ struct ChatPiece {
   std::string text;
   std::shared_ptr<DecodedAudio> audio;
 };
+// An assistant message is either pieces or a turn replayed by its audio id.
+
 struct ChatMessage {
   std::string role;
   std::vector<ChatPiece> pieces;
+  std::shared_ptr<const RecordedTurn> turn;  // assistant `audio: {id}` of an earlier answer
 };
 
 }  // namespace
@@ -1000,6 +1050,21 @@ net::awaitable<bool> Server::Impl::Chat(Exchange& ex) {
     }
     has_system |= msg.role == "system";
     const json* content = Field(m, "content");
+    if (const json* au = Field(m, "audio"); au != nullptr && !au->is_null()) {
+      std::string audio_ref;
+      if (msg.role != "assistant" || !au->is_object()) {
+        SEND_ERROR(ex, BadRequest(where + ".audio ({\"id\"}) is for assistant messages", where + ".audio"));
+      }
+      if (auto ae = GetString(*au, "id", &audio_ref, true)) SEND_ERROR(ex, *ae);
+      msg.turn = audio_store.Get(audio_ref);
+      if (!msg.turn) {
+        SEND_ERROR(ex, BadRequest(where + ".audio.id '" + audio_ref.substr(0, 64) +
+                                      "' is unknown or expired (answers are kept for an hour)",
+                                  where + ".audio.id"));
+      }
+      messages.push_back(std::move(msg));  // its content, if any, is the transcript: the turn replaces it
+      continue;
+    }
     auto add_text = [&](const std::string& t) -> std::optional<ApiError> {
       if (Utf8Chars(t) > opt.max_text_chars) {
         return BadRequest(where + " has a text over " + std::to_string(opt.max_text_chars) + " characters",
@@ -1064,6 +1129,10 @@ net::awaitable<bool> Server::Impl::Chat(Exchange& ex) {
       RETURN_IF_ERROR(c.Begin());
     }
     for (const ChatMessage& m : messages) {
+      if (m.turn) {
+        RETURN_IF_ERROR(m.turn->Replay(c));
+        continue;
+      }
       RETURN_IF_ERROR(c.StartTurn(m.role));
       for (const ChatPiece& p : m.pieces) {
         if (p.audio) {
@@ -1089,6 +1158,7 @@ net::awaitable<bool> Server::Impl::Chat(Exchange& ex) {
   if (opt.max_new_tokens > 0)
     spec.options.max_new_tokens = std::min(spec.options.max_new_tokens, opt.max_new_tokens);
   spec.seed = seed;
+  spec.record_turn = audio_out;
   auto job = scheduler->Submit(std::move(spec));
   if (!job.ok()) SEND_ERROR(ex, {503, job.status().message(), "", "", "unavailable_error"});
 
@@ -1139,6 +1209,7 @@ net::awaitable<bool> Server::Impl::Chat(Exchange& ex) {
         }
       } else if (ev.kind == Event::kDone) {
         const GenerateSummary& s = ev.summary;
+        if (ev.turn) audio_store.Put(audio_id, std::move(ev.turn));
         const std::string finish = s.ended || s.cancelled ? "stop" : "length";
         const int completion = s.text_tokens + s.audio_frames;
         const json usage = {

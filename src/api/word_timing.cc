@@ -18,19 +18,21 @@ Result<std::vector<WordTiming>> WordsFromAttention(std::vector<float> rows, size
   const size_t T = tokens.size();
   if (T == 0) return words;
   if (F == 0 || rows.size() != T * F) {
-    return Internal(StrFormat("word timing: %zu attention values for %zu tokens × %zu frames", rows.size(), T, F));
+    return Internal(
+        StrFormat("word timing: %zu attention values for %zu tokens × %zu frames", rows.size(), T, F));
   }
   LFM_RETURN_IF_ERROR(AttentionToCost(rows, T, F));
   LFM_ASSIGN_OR_RETURN(std::vector<size_t> starts, DtwRowStarts(rows, T, F));
   auto at = [&](size_t t) {
-    return t < T ? std::clamp(static_cast<double>(starts[t]) * frame_seconds, 0.0, clip_seconds) : clip_seconds;
+    return t < T ? std::clamp(static_cast<double>(starts[t]) * frame_seconds, 0.0, clip_seconds)
+                 : clip_seconds;
   };
   bool open = false;  // the last word may take more pieces
   for (size_t t = 0; t < T; ++t) {
     const AlignedToken& tok = tokens[t];
     const std::string& p = tok.piece;
     const size_t lead = static_cast<size_t>(std::find_if_not(p.begin(), p.end(), IsSpace) - p.begin());
-    if (tok.special) continue;  // left out, as the transcript leaves it out
+    if (tok.special) continue;             // left out, as the transcript leaves it out
     if (lead == p.size() && !p.empty()) {  // white space only: ends the word
       open = false;
       continue;

@@ -14,7 +14,8 @@ constexpr size_t kMaxCells = size_t{1} << 26;
 
 Status CheckShape(size_t have, size_t T, size_t F) {
   if (T == 0 || F == 0) return InvalidArgument("an alignment needs at least one token and one frame");
-  if (T > kMaxCells / F) return OutOfRange(StrFormat("an alignment of %zu tokens × %zu frames is too large", T, F));
+  if (T > kMaxCells / F)
+    return OutOfRange(StrFormat("an alignment of %zu tokens × %zu frames is too large", T, F));
   if (have != T * F) return InvalidArgument(StrFormat("%zu values are not %zu × %zu", have, T, F));
   return Status::Ok();
 }

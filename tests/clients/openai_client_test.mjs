@@ -215,6 +215,21 @@ try {
     const w = await speech.chat.completions.create({ ...req, audio: { voice: 'alloy', format: 'wav' } });
     assert.ok(wavData(Buffer.from(w.choices[0].message.audio.data, 'base64')).equals(pcm));
   });
+  await test('chat audio multi-turn: an assistant message by its audio id', async () => {
+    const first = { role: 'user', content: kText };
+    const req = { model: 'demo', modalities: ['text', 'audio'], temperature: 0, seed: 0,
+                  audio: { voice: 'alloy', format: 'pcm16' } };
+    const r1 = await speech.chat.completions.create({ ...req, messages: [first] });
+    const id = r1.choices[0].message.audio.id;
+    const turn2 = [first, { role: 'assistant', audio: { id } }, { role: 'user', content: 'Again.' }];
+    const r2 = await speech.chat.completions.create({ ...req, messages: turn2 });
+    const again = await speech.chat.completions.create({ ...req, messages: turn2 });
+    assert.ok(Buffer.from(r2.choices[0].message.audio.data, 'base64').length > 0);
+    assert.equal(r2.choices[0].message.audio.data, again.choices[0].message.audio.data);
+    await assert.rejects(
+      speech.chat.completions.create({ ...req, messages: [first, { role: 'assistant', audio: { id: 'audio_x' } }] }),
+      (e) => e.status === 400 && e.param === 'messages[1].audio.id');
+  });
 
   const clip24 = wavData(readFileSync(clip24Path));
   await test('realtime (OpenAIRealtimeWS): audio = lfmvox chat, transcript deltas = done', async () => {
