@@ -261,6 +261,31 @@ static void Transcribe(const lfmvox_model* m) {
         s.audio_frames);
   CHECK(s.pcm_samples == 0, "no on_pcm, yet %zu samples", s.pcm_samples);
 
+  /* Word timestamps of a continued turn, its text sampled near uniformly (the tiny model's greedy text
+   * starts speech): each word in order, inside the clip's positions (1.3 s: 17 of 80 ms), the index past
+   * the last refused. */
+  size_t words = 99;
+  REQUIRE_OK(lfmvox_conversation_word_count(c, &words));
+  CHECK(words == 0, "words without word timestamps: %zu", words);
+  REQUIRE_OK(lfmvox_conversation_set_word_timestamps(c, 1));
+  o.text_temperature = 50;
+  o.text_top_k = 0;
+  REQUIRE_OK(lfmvox_conversation_generate(c, &o, NULL, NULL));
+  REQUIRE_OK(lfmvox_conversation_word_count(c, &words));
+  CHECK(words > 0, "no words from sampled text");
+  double last = 0;
+  for (size_t i = 0; i < words; ++i) {
+    const char* t = NULL;
+    size_t len = 0;
+    double a = -1, b = -1;
+    REQUIRE_OK(lfmvox_conversation_word(c, i, &t, &len, &a, &b));
+    CHECK(t != NULL && len > 0 && a >= last && b >= a && b <= 17 * 0.08 + 1e-9, "word %zu: %.3f..%.3f", i, a,
+          b);
+    last = a;
+  }
+  CHECK(lfmvox_conversation_word(c, words, NULL, NULL, NULL, NULL) == LFMVOX_OUT_OF_RANGE,
+        "word past the last accepted");
+
   lfmvox_conversation_free(c);
   free(text.v);
   free(flags.v);

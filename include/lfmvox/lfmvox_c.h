@@ -207,6 +207,17 @@ typedef struct lfmvox_generate_summary {
 int lfmvox_conversation_generate(lfmvox_conversation* c, const lfmvox_generate_options* options,
                                  const lfmvox_callbacks* callbacks, lfmvox_generate_summary* summary);
 
+/* Word timestamps (lfmvox::GenerateOptions::word_timestamps: approximate, from the model's attention onto
+ * the last audio clip added; see lfmvox.h): on != 0 makes the conversation's next generations record them
+ * (a generation without speech added before it then fails with LFMVOX_INVALID_ARGUMENT). */
+int lfmvox_conversation_set_word_timestamps(lfmvox_conversation* c, int on);
+/* The last generation's words, in order: their count, and word i's UTF-8 text (not NUL-terminated; valid
+ * until the next generate, reset or free) and its start and end in seconds from the clip's start. Any out
+ * pointer of lfmvox_conversation_word may be NULL; i >= count is LFMVOX_OUT_OF_RANGE. */
+int lfmvox_conversation_word_count(const lfmvox_conversation* c, size_t* count);
+int lfmvox_conversation_word(const lfmvox_conversation* c, size_t i, const char** text, size_t* len,
+                             double* start, double* end);
+
 /* ------------------------------------------------------------------------
  * The detokenizer alone: audio codes -> PCM. */
 

@@ -21,6 +21,8 @@ struct lfmvox_engine {
 
 struct lfmvox_conversation {
   std::unique_ptr<lfmvox::Conversation> conv;
+  bool word_timestamps = false;           // lfmvox_conversation_set_word_timestamps
+  std::vector<lfmvox::WordTiming> words;  // the last generation's
 };
 
 struct lfmvox_detokenizer {
@@ -379,7 +381,7 @@ int lfmvox_conversation_add_prompt_file(lfmvox_conversation* c, const char* path
 }
 
 int lfmvox_conversation_reset(lfmvox_conversation* c) {
-  return LFMVOX_CONV_CALL("lfmvox_conversation_reset", (c->conv->Reset(), Status::Ok()));
+  return LFMVOX_CONV_CALL("lfmvox_conversation_reset", (c->conv->Reset(), c->words.clear(), Status::Ok()));
 }
 
 #undef LFMVOX_CONV_CALL
@@ -453,7 +455,10 @@ int lfmvox_conversation_generate(lfmvox_conversation* c, const lfmvox_generate_o
         return FromCallback(cb.on_pcm(cb.user, pcm.data(), pcm.size()), "on_pcm", &cancelled);
       };
     }
+    o.word_timestamps = c->word_timestamps;
+    c->words.clear();
     auto r = c->conv->Generate(o, out);
+    if (r.ok()) c->words = r->words;
     if (summary != nullptr) {
       if (r.ok()) {
         summary->text_tokens = r->text_tokens;
@@ -467,6 +472,38 @@ int lfmvox_conversation_generate(lfmvox_conversation* c, const lfmvox_generate_o
       }
     }
     return r.status();
+  });
+}
+
+int lfmvox_conversation_set_word_timestamps(lfmvox_conversation* c, int on) {
+  return Guard([&]() -> Status {
+    if (c == nullptr) return NullArg("lfmvox_conversation_set_word_timestamps: handle");
+    c->word_timestamps = on != 0;
+    return Status::Ok();
+  });
+}
+
+int lfmvox_conversation_word_count(const lfmvox_conversation* c, size_t* count) {
+  return Guard([&]() -> Status {
+    if (c == nullptr || count == nullptr) return NullArg("lfmvox_conversation_word_count: handle or count");
+    *count = c->words.size();
+    return Status::Ok();
+  });
+}
+
+int lfmvox_conversation_word(const lfmvox_conversation* c, size_t i, const char** text, size_t* len,
+                             double* start, double* end) {
+  return Guard([&]() -> Status {
+    if (c == nullptr) return NullArg("lfmvox_conversation_word: handle");
+    if (i >= c->words.size()) {
+      return lfmvox::OutOfRange("word " + std::to_string(i) + " of " + std::to_string(c->words.size()));
+    }
+    const lfmvox::WordTiming& w = c->words[i];
+    if (text != nullptr) *text = w.text.data();
+    if (len != nullptr) *len = w.text.size();
+    if (start != nullptr) *start = w.start;
+    if (end != nullptr) *end = w.end;
+    return Status::Ok();
   });
 }
 
