@@ -1417,7 +1417,7 @@ TEST_F(ServerTest, RealtimeServerVadCommitsAndAnswers) {
       {{{"type", "server_vad"}, {"silence_duration_ms", -5}}, "silence_duration_ms"},
       {{{"type", "server_vad"}, {"create_response", 1}}, "create_response"},
       {{{"type", "server_vad"}, {"eagerness", "low"}}, "eagerness"},
-      {{{"type", "semantic_vad"}}, "type"}};
+      {{{"type", "vad"}}, "type"}};
   for (const auto& [td, param] : bad) {
     c.Send({{"type", "session.update"}, {"session", {{"audio", {{"input", {{"turn_detection", td}}}}}}}});
     const json e = c.Read();
@@ -1471,6 +1471,82 @@ TEST_F(ServerTest, RealtimeServerVadCommitsAndAnswers) {
   EXPECT_EQ(q.types.size(), 5u);  // speech_started, speech_stopped, committed, item.created, cleared
   EXPECT_TRUE(q.first.count("input_audio_buffer.committed"));
   EXPECT_FALSE(q.first.count("response.created"));
+}
+
+// semantic_vad: a pause ends the turn when the model's transcript of it reads as a finished sentence, or
+// once the pause has lasted the eagerness's wait (high: 2 s). The demo model's transcripts are newlines,
+// never a sentence, so here every turn ends by the wait: not after 1.5 s of silence (an event sent after
+// the audio is answered first), then once 2 s have passed since the pause's start (the detector's end
+// of speech, with its hangover), with audio_end_ms where a 300 ms pause ends (the server_vad bounds
+// above, 200 ms earlier); a 1 s pause inside the speech does not end it (one turn: one
+// speech_started, one speech_stopped after the second part).
+TEST_F(ServerTest, RealtimeSemanticVadWaitsForTheEagerness) {
+  RealtimeClient c(port());
+  EXPECT_EQ(c.Read()["type"], "session.created");
+  const std::pair<json, std::string> bad[] = {
+      {{{"type", "semantic_vad"}, {"eagerness", "soon"}}, "eagerness"},
+      {{{"type", "semantic_vad"}, {"threshold", 0.5}}, "threshold"},
+      {{{"type", "semantic_vad"}, {"create_response", "no"}}, "create_response"}};
+  for (const auto& [td, param] : bad) {
+    c.Send({{"type", "session.update"}, {"session", {{"audio", {{"input", {{"turn_detection", td}}}}}}}});
+    const json e = c.Read();
+    ExpectErrorEvent(e);
+    EXPECT_EQ(e["error"]["param"], "session.audio.input.turn_detection." + param) << e.dump();
+  }
+  const json td = {{"type", "semantic_vad"}, {"eagerness", "high"}, {"create_response", false}};
+  c.Send({{"type", "session.update"}, {"session", {{"audio", {{"input", {{"turn_detection", td}}}}}}}});
+  json u = c.Read();
+  ASSERT_EQ(u["type"], "session.updated") << u.dump();
+  const json& echo = u["session"]["audio"]["input"]["turn_detection"];
+  EXPECT_EQ(echo["type"], "semantic_vad");
+  EXPECT_EQ(echo["eagerness"], "high");
+  EXPECT_EQ(echo["create_response"], false);
+  EXPECT_EQ(echo["interrupt_response"], true);
+
+  const std::vector<float> turn = SpokenTurn(36000);  // 1.5 s of silence after the speech
+  AppendChunks(c, S16(turn));
+  c.Send({{"type", "no.such.event"}});
+  std::vector<json> got = c.ReadUntil("error");
+  std::vector<std::string> types;
+  for (const json& e : got) types.push_back(e["type"]);
+  EXPECT_EQ(types, (std::vector<std::string>{"input_audio_buffer.speech_started", "error"}));
+  AppendChunks(c, S16(std::vector<float>(
+                      24000, 0.0f)));  // 1 s more: the 2 s wait (from the pause's end − 300 ms) is passed
+  got = c.ReadUntil("conversation.item.created");
+  ASSERT_EQ(got.size(), 3u);
+  EXPECT_EQ(got[0]["type"], "input_audio_buffer.speech_stopped");
+  const size_t end = got[0]["audio_end_ms"];
+  EXPECT_GE(end, 4650u);
+  EXPECT_LE(end, 4750u);
+  EXPECT_EQ(got[1]["type"], "input_audio_buffer.committed");
+
+  // 1.5 s of speech, a 0.8 s pause, the whole speech again, then 2.5 s of silence: one turn (a new
+  // session: unanswered turns count against the clip limit).
+  RealtimeClient c2(port());
+  EXPECT_EQ(c2.Read()["type"], "session.created");
+  c2.Send({{"type", "session.update"}, {"session", {{"audio", {{"input", {{"turn_detection", td}}}}}}}});
+  ASSERT_EQ(c2.Read()["type"], "session.updated");
+  const Question& q = QuestionClip();
+  std::vector<float> two(24000, 0.0f);
+  two.insert(two.end(), q.pcm24.begin() + static_cast<std::ptrdiff_t>(q.onset_frame * kVadFrame),
+             q.pcm24.begin() + static_cast<std::ptrdiff_t>((q.onset_frame + 150) * kVadFrame));
+  two.resize(two.size() + 19200, 0.0f);
+  const std::vector<float> again = SpokenTurn(60000);
+  two.insert(two.end(), again.begin() + 24000, again.end());  // the second part without its lead-in
+  AppendChunks(c2, S16(two));
+  got = c2.ReadUntil("conversation.item.created");
+  types.clear();
+  for (const json& e : got) types.push_back(e["type"]);
+  EXPECT_EQ(types, (std::vector<std::string>{"input_audio_buffer.speech_started",
+                                             "input_audio_buffer.speech_stopped",
+                                             "input_audio_buffer.committed", "conversation.item.created"}));
+  const size_t start2 = got[0]["audio_start_ms"], end2 = got[1]["audio_end_ms"];
+  EXPECT_GE(start2, 700u);
+  EXPECT_LE(start2, 710u);
+  // The second speech starts 1000 + 1500 + 800 ms in; its pause ends 3650–3750 ms after its start (as
+  // SpokenTurn's, 4650–4750 from its lead-in).
+  EXPECT_GE(end2, 3300u + 3650);
+  EXPECT_LE(end2, 3300u + 3750);
 }
 
 // idle_timeout_ms: that much audio without speech since the last answer played commits the silence as a

@@ -6,7 +6,10 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <filesystem>
 #include <map>
+#include <mutex>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -20,8 +23,34 @@ inline std::string DataPath(const std::string& rel) { return std::string(LFMVOX_
 
 // A scratch path no other test process shares: ctest runs every test in its
 // own process, several at once, all under the same TempDir().
+// Each path is removed (with what is under it) when the process exits normally, so repeated runs do
+// not fill TempDir() (the memory-bound tests alone write ~100 MB files).
+class ScratchPaths {
+ public:
+  static ScratchPaths& Get() {
+    static ScratchPaths s;
+    return s;
+  }
+  void Add(const std::string& p) {
+    std::lock_guard lock(mu_);
+    paths_.insert(p);
+  }
+  ~ScratchPaths() {
+    for (const std::string& p : paths_) {
+      std::error_code ec;
+      std::filesystem::remove_all(p, ec);
+    }
+  }
+
+ private:
+  std::mutex mu_;
+  std::set<std::string> paths_;
+};
+
 inline std::string ScratchPath(const std::string& name) {
-  return ::testing::TempDir() + "/lfmvox_" + std::to_string(::getpid()) + "_" + name;
+  std::string p = ::testing::TempDir() + "/lfmvox_" + std::to_string(::getpid()) + "_" + name;
+  ScratchPaths::Get().Add(p);
+  return p;
 }
 
 // Loads a trace; fails the test if it is missing.

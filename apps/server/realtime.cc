@@ -1,11 +1,13 @@
 #include "realtime.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <deque>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "codec_util.h"
@@ -84,6 +86,16 @@ struct Session : std::enable_shared_from_this<Session> {
   size_t idle_samples = 0;
   size_t idle_from = SIZE_MAX;
   size_t first_audio_heard = 0;  // `heard` when the response in flight sent its first audio
+  // semantic_vad: a pause the detector finds ends the turn only when the model's own transcript of the
+  // turn so far reads as finished (EndsLikeASentence), or once the pause has lasted semantic_wait input
+  // samples (eagerness); speech that resumes first continues the turn. end_at: where the pause's turn
+  // would end (the detector's audio_end); end_check: the transcription deciding it (one at a time).
+  bool semantic = false;
+  size_t semantic_wait = 0;
+  bool end_pending = false;
+  size_t end_at = 0;
+  uint64_t end_generation = 0;  // bumped whenever the pending end is dropped or taken
+  std::shared_ptr<Job> end_check;
 
   void Send(json j) {
     if (closed) return;
@@ -132,9 +144,15 @@ struct Session : std::enable_shared_from_this<Session> {
 
   void Handle(const std::string& text);
   bool UpdateTurnDetection(const json& td);
+  bool UpdateSemanticVad(const json& td, const std::string& where);
   bool CheckTranscription(const json& t);
   void Append(std::vector<float> pcm);
   void IdleTimeout();
+  void EndSpokenTurn(size_t at);
+  void DropPendingEnd();
+  void CheckTurnEnd();
+  static net::awaitable<void> FollowTurnEnd(std::shared_ptr<Session> self, std::shared_ptr<Job> job,
+                                            uint64_t generation);
   void Commit(std::vector<float> audio, const std::string& iid);
   void Transcribe(std::vector<float> audio, const std::string& iid);
   void Cancel(const char* reason);
@@ -225,11 +243,13 @@ void Session::Handle(const std::string& text) {
     }
     Append(std::move(pcm));
   } else if (type == "input_audio_buffer.clear") {
+    if (end_pending) DropPendingEnd();
     buffer.clear();
     buffer_origin = heard;
     Send({{"type", "input_audio_buffer.cleared"}});
   } else if (type == "input_audio_buffer.commit") {
     if (buffer.empty()) return Error("the input audio buffer is empty", "input_audio_buffer_commit_empty");
+    if (end_pending) DropPendingEnd();
     buffer_origin = heard;
     Commit(std::move(buffer), Id("item_"));
     buffer.clear();
@@ -301,13 +321,17 @@ bool Session::UpdateTurnDetection(const json& td) {
     vad.reset();
     turn_detection = nullptr;
     idle_samples = 0;
+    semantic = false;
+    DropPendingEnd();
     return true;
   }
-  if (!td.is_object() || !td.contains("type") || td["type"] != "server_vad") {
-    Error("turn_detection must be null or {\"type\": \"server_vad\", ...} (semantic_vad is not available)",
+  if (!td.is_object() || !td.contains("type") ||
+      (td["type"] != "server_vad" && td["type"] != "semantic_vad")) {
+    Error("turn_detection must be null, {\"type\": \"server_vad\", ...} or {\"type\": \"semantic_vad\", ...}",
           "unsupported_turn_detection", where + ".type");
     return false;
   }
+  if (td["type"] == "semantic_vad") return UpdateSemanticVad(td, where);
   VadOptions o;
   bool create = true, interrupt = true;
   int64_t idle_ms = 0;
@@ -355,6 +379,8 @@ bool Session::UpdateTurnDetection(const json& td) {
   interrupt_response = interrupt;
   idle_samples = static_cast<size_t>(idle_ms) * (kRate / 1000);
   idle_from = job ? SIZE_MAX : heard;
+  semantic = false;
+  DropPendingEnd();
   turn_detection = {{"type", "server_vad"},
                     {"threshold", o.threshold},
                     {"prefix_padding_ms", o.prefix_padding_ms},
@@ -363,6 +389,136 @@ bool Session::UpdateTurnDetection(const json& td) {
                     {"interrupt_response", interrupt},
                     {"idle_timeout_ms", idle_ms > 0 ? json(idle_ms) : json(nullptr)}};
   return true;
+}
+
+// semantic_vad: {eagerness: low | medium | high | auto, create_response, interrupt_response}. The
+// detector runs with kSemanticPauseMs of silence for a pause; eagerness is the longest a pause may last
+// before it ends the turn regardless (OpenAI's 8, 4 and 2 s; auto = medium).
+constexpr int kSemanticPauseMs = 300;
+
+bool Session::UpdateSemanticVad(const json& td, const std::string& where) {
+  std::string eagerness = "auto";
+  bool create = true, interrupt = true;
+  for (const auto& [k, v] : td.items()) {
+    const std::string param = where + "." + k;
+    if (k == "type") continue;
+    if (k == "eagerness" && v.is_string() && (v == "low" || v == "medium" || v == "high" || v == "auto")) {
+      eagerness = v.get<std::string>();
+    } else if ((k == "create_response" || k == "interrupt_response") && v.is_boolean()) {
+      (k == "create_response" ? create : interrupt) = v.get<bool>();
+    } else {
+      Error(k == "eagerness" ? std::string("eagerness takes low, medium, high or auto")
+            : k == "create_response" || k == "interrupt_response"
+                ? k + " must be a boolean"
+                : "semantic_vad has no option \"" + k + "\" (eagerness, create_response, interrupt_response)",
+            "invalid_value", param);
+      return false;
+    }
+  }
+  std::string bad;
+  auto v = ServerVad::Create(
+      {.threshold = 0.5, .prefix_padding_ms = 300, .silence_duration_ms = kSemanticPauseMs}, &bad);
+  if (!v.ok()) {
+    Error(v.status().message(), "server_error", "", "server_error");
+    return false;
+  }
+  vad = std::move(v).value();
+  vad_origin = heard;
+  prefix_samples = 300 * (kRate / 1000);
+  create_response = create;
+  interrupt_response = interrupt;
+  idle_samples = 0;
+  idle_from = SIZE_MAX;
+  semantic = true;
+  const int wait_ms = eagerness == "low" ? 8000 : eagerness == "high" ? 2000 : 4000;
+  semantic_wait = static_cast<size_t>(wait_ms - kSemanticPauseMs) * (kRate / 1000);
+  DropPendingEnd();
+  turn_detection = {{"type", "semantic_vad"},
+                    {"eagerness", eagerness},
+                    {"create_response", create},
+                    {"interrupt_response", interrupt}};
+  return true;
+}
+
+// Whether a transcript reads as a finished sentence: its last character, past white space and closing
+// quotes or brackets, ends one (. ? ! … and the full-width 。？！).
+bool EndsLikeASentence(std::string_view t) {
+  while (!t.empty() && (std::isspace(static_cast<unsigned char>(t.back())) || t.back() == '"' ||
+                        t.back() == '\'' || t.back() == ')' || t.back() == ']')) {
+    t.remove_suffix(1);
+  }
+  if (t.empty()) return false;
+  if (t.back() == '.' || t.back() == '?' || t.back() == '!') return true;
+  for (std::string_view end : {"\u2026", "\u3002", "\uff1f", "\uff01"}) {
+    if (t.size() >= end.size() && t.substr(t.size() - end.size()) == end) return true;
+  }
+  return false;
+}
+
+void Session::DropPendingEnd() {
+  end_pending = false;
+  ++end_generation;
+  if (end_check) end_check->Cancel();
+  end_check.reset();
+}
+
+// The turn being spoken ends at input sample `at` (its audio_end): speech_stopped, the audio committed
+// and, with create_response, answered.
+void Session::EndSpokenTurn(size_t at) {
+  const size_t n = std::min(at > buffer_origin ? at - buffer_origin : 0, buffer.size());
+  Send({{"type", "input_audio_buffer.speech_stopped"},
+        {"audio_end_ms", at / (kRate / 1000)},
+        {"item_id", speech_item}});
+  if (n == 0) return;  // committed or cleared by the client meanwhile
+  std::vector<float> turn(buffer.begin(), buffer.begin() + static_cast<std::ptrdiff_t>(n));
+  buffer.erase(buffer.begin(), buffer.begin() + static_cast<std::ptrdiff_t>(n));
+  buffer_origin += n;
+  Commit(std::move(turn), speech_item);
+  if (create_response && !transcription_only) {
+    if (job) {
+      answer_pending = true;
+    } else {
+      CreateResponse();
+    }
+  }
+  if (!job) idle_from = heard;  // nothing answers: the idle time counts from here
+}
+
+// semantic_vad at a pause: the turn so far through the model's ASR task; a finished sentence ends it.
+void Session::CheckTurnEnd() {
+  const size_t n = std::min(end_at > buffer_origin ? end_at - buffer_origin : 0, buffer.size());
+  if (n == 0) return;
+  JobSpec spec;
+  spec.prompt = [a = std::make_shared<const std::vector<float>>(buffer.begin(), buffer.begin() + n)](
+                    Conversation& c) -> Status {
+    if (Status s = c.StartAsr(); !s.ok()) return s;
+    if (Status s = c.AddAudio(*a, kRate); !s.ok()) return s;
+    if (Status s = c.EndTurn(); !s.ok()) return s;
+    return c.StartTurn("assistant");
+  };
+  spec.options = GenerateOptions::ForAsr(ctx.scheduler->model());
+  if (ctx.options->max_new_tokens > 0)
+    spec.options.max_new_tokens = std::min(spec.options.max_new_tokens, ctx.options->max_new_tokens);
+  spec.want_pcm = false;
+  auto j = ctx.scheduler->Submit(std::move(spec));
+  if (!j.ok()) return;  // busy: the pause's longest wait still ends the turn
+  end_check = *j;
+  net::co_spawn(ws.get_executor(), FollowTurnEnd(shared_from_this(), *j, end_generation), net::detached);
+}
+
+net::awaitable<void> Session::FollowTurnEnd(std::shared_ptr<Session> self, std::shared_ptr<Job> job,
+                                            uint64_t generation) {
+  std::string text;
+  bool ok = true;
+  co_await FollowJob(self->ws.get_executor(), job, [&](Event& e) {
+    if (e.kind == Event::kText) text += e.text;
+    if (e.kind == Event::kError) ok = false;
+  });
+  if (self->end_check == job) self->end_check.reset();
+  if (!ok || !self->end_pending || self->end_generation != generation || !EndsLikeASentence(text)) co_return;
+  self->end_pending = false;
+  ++self->end_generation;
+  self->EndSpokenTurn(self->end_at);
 }
 
 // audio.input.transcription from session.update: null or an object of strings (model, language,
@@ -407,6 +563,10 @@ void Session::Append(std::vector<float> pcm) {
   for (const VadTransition& t : turns) {
     const size_t at = std::max(vad_origin + t.sample, buffer_origin);
     const size_t n = std::min(at - buffer_origin, buffer.size());
+    if (t.kind == VadTransition::kSpeechStarted && semantic && end_pending) {
+      DropPendingEnd();  // the pause was not the end: the same turn goes on
+      continue;
+    }
     if (t.kind == VadTransition::kSpeechStarted) {
       idle_from = SIZE_MAX;
       buffer.erase(buffer.begin(), buffer.begin() + static_cast<std::ptrdiff_t>(n));
@@ -420,29 +580,23 @@ void Session::Append(std::vector<float> pcm) {
         ctx.metrics->CountBargeIn();
         Cancel("turn_detected");
       }
+    } else if (semantic) {
+      DropPendingEnd();
+      end_pending = true;
+      end_at = at;
+      CheckTurnEnd();
     } else {
-      Send({{"type", "input_audio_buffer.speech_stopped"},
-            {"audio_end_ms", at / (kRate / 1000)},
-            {"item_id", speech_item}});
-      if (n == 0) continue;  // committed or cleared by the client meanwhile
-      std::vector<float> turn(buffer.begin(), buffer.begin() + static_cast<std::ptrdiff_t>(n));
-      buffer.erase(buffer.begin(), buffer.begin() + static_cast<std::ptrdiff_t>(n));
-      buffer_origin += n;
-      Commit(std::move(turn), speech_item);
-      if (create_response && !transcription_only) {
-        if (job) {
-          answer_pending = true;
-        } else {
-          CreateResponse();
-        }
-      }
-      if (!job) idle_from = heard;  // nothing answers: the idle time counts from here
+      EndSpokenTurn(at);
     }
+  }
+  if (semantic && end_pending && heard >= end_at + semantic_wait) {  // the pause's longest wait
+    DropPendingEnd();
+    EndSpokenTurn(end_at);
   }
   if (idle_samples != 0 && idle_from != SIZE_MAX && !job && !vad->speaking() &&
       heard >= idle_from + idle_samples)
     IdleTimeout();
-  if (!vad->speaking()) {
+  if (!vad->speaking() && !end_pending) {
     // Between turns only the audio a coming speech start can reach back to is kept.
     const size_t next = vad_origin + vad->frames() * ServerVad::kFrame;
     const size_t keep_from = std::max(buffer_origin, next > prefix_samples ? next - prefix_samples : 0);
