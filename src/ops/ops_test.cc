@@ -526,8 +526,8 @@ TEST(MatMulQuant, AccumulateRowIsExactDequantizationEveryTarget) {
 }
 
 // PackedMatMul (a PackWeight of every plain format) against ref::MatMul, and
-// its determinism contract. Sizes cross the tile (6 rows), panel (16 columns),
-// k block (256) and row block (192) boundaries, and (n up to 150: 10 panels)
+// its determinism contract. Sizes cross the tile (6, 8 rows), panel (16 columns),
+// k block (128) and row block (192) boundaries, and (n up to 150: 10 panels)
 // the groups of panels a tile of each m takes, with single leftovers. Integers: exact. Normal data:
 // each output is a sequential sum of k + 1 terms (bias first), each step one
 // fma (or a product and a sum, two roundings), so
@@ -548,7 +548,19 @@ TEST(PackedMatMul, MatchesReferenceAndIsDeterministicEveryTarget) {
                            {4, 120, 9},
                            {5, 70, 18},
                            {6, 70, 5},
-                           {20, 100, 300}}) {
+                           {20, 100, 300},
+                           // Large m (AVX-512): 8 × 3 tiles widening bf16 in registers (m ≤ 16, all of k
+                           // at once) with one leftover group of 1 or 2 panels, row leftovers of 1-7;
+                           // 6 × 4 tiles on widened blocks of 128 steps (m > 16, panels in fours), rows
+                           // crossing the block of 192.
+                           {8, 64, 130},
+                           {9, 80, 40},
+                           {16, 33, 257},
+                           {15, 20, 7},
+                           {17, 64, 129},
+                           {31, 48, 200},
+                           {197, 64, 140},
+                           {40, 1, 30}}) {
       for (bool integers : {true, false}) {
         MatMulCase c(m, n, k, 1, integers, rng);
         for (WeightFormat t : kPlainFormats) {

@@ -1,0 +1,69 @@
+// ops::PackedMatMul at the shapes of Mimi's decoder (src/codecs/mimi): its transformer's products and
+// its SEANet convolutions as PackedMatMul sees them (m output rows, n = out (· stride), k = taps · in,
+// X rows `in` apart, so that consecutive rows overlap as a convolution window does), bf16 weights
+// (as the checkpoint). One JSON line per shape: best and median µs over the repeats, GFLOP/s at the best.
+//   bench_packed_matmul [--reps N] [--threads 1]
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "bench_util.h"
+#include "ops/ops.h"
+#include "threading/thread_team.h"
+
+using namespace lfmvox;
+
+namespace {
+struct Shape {
+  const char* name;
+  size_t m, n, k, ldx;
+};
+}  // namespace
+
+int main(int argc, char** argv) {
+  int reps = 30, threads = 1;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string a = argv[i];
+    if (a == "--reps") reps = std::max(3, std::atoi(argv[i + 1]));
+    if (a == "--threads") threads = std::max(1, std::atoi(argv[i + 1]));
+  }
+  // 4 frames a call: 8 latent steps.
+  const Shape shapes[] = {
+      {"tf_in_proj_m8", 8, 1536, 512, 512},      {"tf_linear1_m8", 8, 2048, 512, 512},
+      {"tf_linear2_m8", 8, 512, 2048, 2048},     {"tf_in_proj_m2", 2, 1536, 512, 512},
+      {"model0_m8", 8, 1024, 3584, 512},         {"model2_m8", 8, 4096, 2048, 1024},
+      {"model3_res1_m64", 64, 256, 1536, 512},   {"model3_res2_m64", 64, 512, 256, 256},
+      {"model5_m64", 64, 1536, 1024, 512},       {"model6_res1_m384", 384, 128, 768, 256},
+      {"model6_res2_m384", 384, 256, 128, 128},  {"model8_m384", 384, 640, 512, 256},
+      {"model9_res1_m1920", 1920, 64, 384, 128}, {"model9_res2_m1920", 1920, 128, 64, 64},
+      {"model11_m1920", 1920, 256, 256, 128},    {"model12_res1_m7680", 7680, 32, 192, 64},
+      {"model12_res2_m7680", 7680, 64, 32, 32},  {"model14_m7680", 7680, 1, 192, 64},
+  };
+  ThreadTeam team(threads);
+  for (const Shape& s : shapes) {
+    std::vector<uint16_t> w(s.n * s.k);
+    uint32_t r = 1;
+    for (auto& v : w) {
+      r = r * 1664525u + 1013904223u;
+      v = static_cast<uint16_t>(0x3c00 + ((r >> 16) & 0xff));  // bf16 in [0.0078, 0.0156)
+    }
+    const ops::PackedWeight pw =
+        ops::PackWeight(ops::Weight::Dense(WeightFormat::kBF16, w.data(), s.n, s.k, s.k));
+    std::vector<float> x((s.m - 1) * s.ldx + s.k, 0.5f), bias(s.n, 0.1f), y(s.m * s.n);
+    std::vector<double> us;
+    for (int i = 0; i < reps; ++i) {
+      const double t0 = bench::Now();
+      ops::PackedMatMul(x.data(), s.m, s.ldx, pw, bias.data(), y.data(), s.n, team);
+      us.push_back((bench::Now() - t0) * 1e6);
+    }
+    std::sort(us.begin(), us.end());
+    std::printf(
+        "{\"bench\":\"packed_matmul\",\"simd\":\"%s\",\"threads\":%d,\"shape\":\"%s\",\"m\":%zu,\"n\":%zu,"
+        "\"k\":%zu,\"best_us\":%.1f,\"median_us\":%.1f,\"gflops\":%.1f,\"load\":%.2f}\n",
+        ops::ChosenTarget(), threads, s.name, s.m, s.n, s.k, us[0], us[us.size() / 2],
+        2.0 * s.m * s.n * s.k / (us[0] * 1e3), bench::LoadAverage());
+  }
+  return 0;
+}
