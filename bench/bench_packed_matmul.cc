@@ -1,7 +1,8 @@
 // ops::PackedMatMul at the shapes of Mimi's decoder (src/codecs/mimi): its transformer's products and
 // its SEANet convolutions as PackedMatMul sees them (m output rows, n = out (· stride), k = taps · in,
 // X rows `in` apart, so that consecutive rows overlap as a convolution window does), bf16 weights
-// (as the checkpoint). One JSON line per shape: best and median µs over the repeats, GFLOP/s at the best.
+// (as the checkpoint). One JSON line per shape: best and median µs over the repeats, GFLOP/s at the best,
+// with W hot (in L2) and cold (cycling through 64 MB of copies), GB/s of W read at the cold best.
 //   bench_packed_matmul [--reps N] [--threads 1]
 #include <algorithm>
 #include <cstdio>
@@ -49,21 +50,34 @@ int main(int argc, char** argv) {
       r = r * 1664525u + 1013904223u;
       v = static_cast<uint16_t>(0x3c00 + ((r >> 16) & 0xff));  // bf16 in [0.0078, 0.0156)
     }
+    // Hot: one weight, in L2 after the first call. Cold: copies cycled through, 64 MB in all (the Mimi
+    // decoder reads 80 MB of weights a call, from L3 or DRAM).
     const ops::PackedWeight pw =
         ops::PackWeight(ops::Weight::Dense(WeightFormat::kBF16, w.data(), s.n, s.k, s.k));
+    std::vector<ops::PackedWeight> cold;
+    for (size_t b = 0; b < (64u << 20); b += pw.bytes())
+      cold.push_back(ops::PackWeight(ops::Weight::Dense(WeightFormat::kBF16, w.data(), s.n, s.k, s.k)));
     std::vector<float> x((s.m - 1) * s.ldx + s.k, 0.5f), bias(s.n, 0.1f), y(s.m * s.n);
-    std::vector<double> us;
+    std::vector<double> us, cold_us;
     for (int i = 0; i < reps; ++i) {
       const double t0 = bench::Now();
       ops::PackedMatMul(x.data(), s.m, s.ldx, pw, bias.data(), y.data(), s.n, team);
       us.push_back((bench::Now() - t0) * 1e6);
     }
+    for (int i = 0; i < reps; ++i) {
+      const double t0 = bench::Now();
+      ops::PackedMatMul(x.data(), s.m, s.ldx, cold[i % cold.size()], bias.data(), y.data(), s.n, team);
+      cold_us.push_back((bench::Now() - t0) * 1e6);
+    }
     std::sort(us.begin(), us.end());
+    std::sort(cold_us.begin(), cold_us.end());
     std::printf(
         "{\"bench\":\"packed_matmul\",\"simd\":\"%s\",\"threads\":%d,\"shape\":\"%s\",\"m\":%zu,\"n\":%zu,"
-        "\"k\":%zu,\"best_us\":%.1f,\"median_us\":%.1f,\"gflops\":%.1f,\"load\":%.2f}\n",
+        "\"k\":%zu,\"best_us\":%.1f,\"median_us\":%.1f,\"gflops\":%.1f,\"cold_best_us\":%.1f,"
+        "\"cold_median_us\":%.1f,\"cold_gbps\":%.1f,\"load\":%.2f}\n",
         ops::ChosenTarget(), threads, s.name, s.m, s.n, s.k, us[0], us[us.size() / 2],
-        2.0 * s.m * s.n * s.k / (us[0] * 1e3), bench::LoadAverage());
+        2.0 * s.m * s.n * s.k / (us[0] * 1e3), cold_us[0], cold_us[cold_us.size() / 2],
+        static_cast<double>(pw.bytes()) / (cold_us[0] * 1e3), bench::LoadAverage());
   }
   return 0;
 }

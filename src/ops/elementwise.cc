@@ -244,12 +244,45 @@ void CausalDepthwiseConvImpl(const float* x, size_t t, size_t ldx, size_t c, con
   internal::AdvanceConvState(x, t, ldx, c, hist, state);
 }
 
+// out = Σ_j scores[j]·values[j] for d = kV·Lanes: the sums stay in registers (with them in `out` each
+// key's step waited for the last one's store; Mimi's 64-wide heads, 250 keys: 4.7 → ~2 % of a frame on one
+// core of this Xeon), the same fma per key in the same order, so the same bits.
+template <size_t kV>
+HWY_INLINE void WeightedSumInRegisters(const float* scores, const float* values, size_t ld_v, size_t n,
+                                       float* out) {
+  const DF df;
+  const size_t N = hn::Lanes(df);
+  VF acc[kV];
+  for (size_t v = 0; v < kV; ++v) acc[v] = hn::Zero(df);
+  for (size_t j = 0; j < n; ++j) {
+    const VF p = hn::Set(df, scores[j]);
+    const float* row = values + j * ld_v;
+    HWY_UNROLL(8)
+    for (size_t v = 0; v < kV; ++v) acc[v] = hn::MulAdd(p, hn::LoadU(df, row + v * N), acc[v]);
+  }
+  for (size_t v = 0; v < kV; ++v) hn::StoreU(acc[v], df, out + v * N);
+}
+
 void AttendOneImpl(const float* q, const float* keys, size_t ld_k, const float* values, size_t ld_v, size_t n,
                    size_t d, float scale, float* scores, float* out) {
   for (size_t j = 0; j < n; ++j) scores[j] = scale * DotInline(q, keys + j * ld_k, d);
   SoftmaxImpl(scores, n);
   const DF df;
   const size_t N = hn::Lanes(df);
+  if (d % N == 0) {
+    switch (d / N) {
+      case 1:
+        return WeightedSumInRegisters<1>(scores, values, ld_v, n, out);
+      case 2:
+        return WeightedSumInRegisters<2>(scores, values, ld_v, n, out);
+      case 4:
+        return WeightedSumInRegisters<4>(scores, values, ld_v, n, out);
+      case 8:
+        return WeightedSumInRegisters<8>(scores, values, ld_v, n, out);
+      default:
+        break;
+    }
+  }
   std::fill(out, out + d, 0.0f);
   for (size_t j = 0; j < n; ++j) {
     const VF p = hn::Set(df, scores[j]);
