@@ -263,8 +263,10 @@ void PackedMatMulImpl(const float* x, size_t m, size_t ldx, const PackedWeight& 
           } else {  // widen once for all the block's tiles
             for (size_t pp = 0; pp < panels; ++pp) {
               const uint16_t* src = reinterpret_cast<const uint16_t*>(w.data.data()) + at + pp * k * kP;
-              for (size_t e = 0; e < kc * kP; e += kLanes)
+              for (size_t e = 0; e < kc * kP; e += kLanes) {
+                if (e % (kStepsPerLine * kP) == 0) hwy::Prefetch(src + e + kPrefetchSteps * kP);
                 hn::Store(Bf16Panel::Load(DP(), src + e), DP(), wb + pp * kBlockK * kP + e);
+              }
             }
             tiles(F32Panel(), static_cast<const float*>(wb), kBlockK * kP);
           }

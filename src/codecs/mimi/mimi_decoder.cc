@@ -487,7 +487,7 @@ Result<size_t> MimiStep(const MimiDecoder& m, MimiState& st, std::span<const int
       float* att = sc.att_.data();
       const bool streaming = st.window_ == MimiWindow::kStreaming;
       team.Run(L * heads, [&](size_t task, int thread) {
-        const size_t r = task / heads, h = task % heads;
+        const size_t r = task % L, h = task / L;  // a head's queries in turn: its K/V rows stay in L2
         const int64_t p = pos0 + static_cast<int64_t>(r);
         int64_t lo = std::max<int64_t>(p - static_cast<int64_t>(ctx) + 1, 0);
         if (streaming) {

@@ -1,9 +1,12 @@
-// ops::PackedMatMul at the shapes of Mimi's decoder (src/codecs/mimi): its transformer's products and
+// The kernels of Mimi's decoder (src/codecs/mimi) at its shapes, one core by default.
+// ops::PackedMatMul: its transformer's products and
 // its SEANet convolutions as PackedMatMul sees them (m output rows, n = out (· stride), k = taps · in,
 // X rows `in` apart, so that consecutive rows overlap as a convolution window does), bf16 weights
 // (as the checkpoint). One JSON line per shape: best and median µs over the repeats, GFLOP/s at the best,
 // with W hot (in L2) and cold (cycling through 64 MB of copies), GB/s of W read at the cold best.
-//   bench_packed_matmul [--reps N] [--threads 1]
+// ops::AttendOne: one call's attention at a full context (8 heads × 8 queries of 249 keys, 64 wide, rows of
+// 512 as Mimi's K/V), hot (one layer's K/V) and cold (8 layers' K/V cycled, as a call reads them).
+//   bench_mimi_kernels [--reps N] [--threads 1]
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -78,6 +81,42 @@ int main(int argc, char** argv) {
         ops::ChosenTarget(), threads, s.name, s.m, s.n, s.k, us[0], us[us.size() / 2],
         2.0 * s.m * s.n * s.k / (us[0] * 1e3), cold_us[0], cold_us[cold_us.size() / 2],
         static_cast<double>(pw.bytes()) / (cold_us[0] * 1e3), bench::LoadAverage());
+  }
+  {
+    const size_t H = 512, hd = 64, heads = 8, queries = 8, keys = 249, layers = 8;
+    std::vector<float> kv(2 * layers * keys * H), q(queries * H), scores(keys), out(H);
+    uint32_t r = 7;
+    for (auto& v : kv) {
+      r = r * 1664525u + 1013904223u;
+      v = static_cast<float>(r >> 8) * (1.0f / 16777216.0f) - 0.5f;
+    }
+    for (size_t i = 0; i < q.size(); ++i) q[i] = kv[i];
+    auto call = [&](size_t layer) {
+      const float* k = kv.data() + 2 * layer * keys * H;
+      const float* v = k + keys * H;
+      for (size_t h = 0; h < heads; ++h)
+        for (size_t i = 0; i < queries; ++i)
+          ops::AttendOne(q.data() + i * H + h * hd, k + h * hd, H, v + h * hd, H, keys, hd, 0.125f,
+                         scores.data(), out.data());
+    };
+    std::vector<double> us, cold_us;
+    for (int i = 0; i < reps; ++i) {
+      const double t0 = bench::Now();
+      call(0);
+      us.push_back((bench::Now() - t0) * 1e6);
+    }
+    for (int i = 0; i < reps; ++i) {
+      const double t0 = bench::Now();
+      call(static_cast<size_t>(i) % layers);
+      cold_us.push_back((bench::Now() - t0) * 1e6);
+    }
+    std::sort(us.begin(), us.end());
+    std::sort(cold_us.begin(), cold_us.end());
+    std::printf(
+        "{\"bench\":\"attend_one\",\"simd\":\"%s\",\"shape\":\"8 heads x 8 queries x 249 keys x 64\","
+        "\"best_us\":%.1f,\"median_us\":%.1f,\"cold_best_us\":%.1f,\"cold_median_us\":%.1f,\"load\":%.2f}\n",
+        ops::ChosenTarget(), us[0], us[us.size() / 2], cold_us[0], cold_us[cold_us.size() / 2],
+        bench::LoadAverage());
   }
   return 0;
 }
