@@ -549,9 +549,9 @@ TEST(PackedMatMul, MatchesReferenceAndIsDeterministicEveryTarget) {
                            {5, 70, 18},
                            {6, 70, 5},
                            {20, 100, 300},
-                           // Large m (AVX-512): 8 × 3 tiles widening bf16 in registers (m ≤ 16, all of k
+                           // Large m (AVX-512): 8 × 3 tiles widening bf16 in registers (m ≤ 64, all of k
                            // at once) with one leftover group of 1 or 2 panels, row leftovers of 1-7;
-                           // 6 × 4 tiles on widened blocks of 128 steps (m > 16, panels in fours), rows
+                           // 6 × 4 tiles on widened blocks of 128 steps (m > 64, panels in fours), rows
                            // crossing the block of 192.
                            {8, 64, 130},
                            {9, 80, 40},
@@ -559,6 +559,7 @@ TEST(PackedMatMul, MatchesReferenceAndIsDeterministicEveryTarget) {
                            {15, 20, 7},
                            {17, 64, 129},
                            {31, 48, 200},
+                           {65, 64, 140},
                            {197, 64, 140},
                            {40, 1, 30}}) {
       for (bool integers : {true, false}) {

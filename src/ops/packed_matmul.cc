@@ -203,7 +203,7 @@ HWY_INLINE void LargeTile(size_t rows, size_t panels, const TileArgs<Fmt>& a) {
 }
 
 // The panels a large-m tile takes (its rows kTileRows[P]), measured on one
-// core of this Xeon (bench_packed_matmul, the Mimi decoder's shapes, bf16 W):
+// core of this Xeon (bench_mimi_kernels, the Mimi decoder's shapes, bf16 W):
 // 8 × 3 where the tiles widen bf16 in registers (m ≤ kDirectRows: 3 widened
 // vectors per 24 FMAs; m = 8: 94-101 → 160-176 GFLOP/s, 6 × 4 140-145, 8 × 1
 // 82-94, the first version's 6 × 2 with a widened block 82-101), else 6 × 4
@@ -216,8 +216,10 @@ inline size_t TileShape(size_t np, bool widens) {
 
 // bf16 panels are widened to f32 once per block (kBlockK steps × the tile's
 // panels, ≤ 32 KiB) when more than this many X rows then read them; up to
-// it, the tiles widen in registers and take all of k at once.
-constexpr size_t kDirectRows = kVecs == 1 ? 16 : kRows;
+// it, the tiles widen in registers and take all of k at once (Mimi's m = 64
+// convolutions, cold W, best / median µs, widened → in registers: model.5
+// 1490-1590 / 1625-1664 → 1340-1372 / 1430-1465, model.3 within ±3 %).
+constexpr size_t kDirectRows = kVecs == 1 ? 64 : kRows;
 
 void PackedMatMulImpl(const float* x, size_t m, size_t ldx, const PackedWeight& w, const float* bias,
                       float* y, size_t ldy, ThreadTeam& team) {
