@@ -551,8 +551,8 @@ TEST(PackedMatMul, MatchesReferenceAndIsDeterministicEveryTarget) {
                            {20, 100, 300},
                            // Large m (AVX-512): 8 × 3 tiles widening bf16 in registers (m ≤ 64, all of k
                            // at once) with one leftover group of 1 or 2 panels, row leftovers of 1-7;
-                           // 6 × 4 tiles on widened blocks of 128 steps (m > 64, panels in fours), rows
-                           // crossing the block of 192.
+                           // 6 × 4 tiles on widened blocks of 128 steps (m > 64, panels in fours; 3, 2, 1
+                           // panels: 170, 256, 512 steps), rows crossing the block of 192.
                            {8, 64, 130},
                            {9, 80, 40},
                            {16, 33, 257},
@@ -560,6 +560,9 @@ TEST(PackedMatMul, MatchesReferenceAndIsDeterministicEveryTarget) {
                            {17, 64, 129},
                            {31, 48, 200},
                            {65, 64, 140},
+                           {70, 30, 300},
+                           {80, 48, 400},
+                           {100, 16, 600},
                            {197, 64, 140},
                            {40, 1, 30}}) {
       for (bool integers : {true, false}) {

@@ -8,7 +8,7 @@
 // of this Xeon, the Mimi frame 10.6 → 6.2-7.1 ms. More rows (m > 6) take
 // tiles of 24 sums (8 × 3 or 6 × 4 panels, TileShape). Up to kDirectRows
 // rows read bf16 panels straight into registers, all of k at once; more rows
-// go by blocks of up to kBlockRows X rows and kBlockK steps, in which a
+// go by blocks of up to kBlockRows X rows and block_k steps, in which a
 // panel's weights are widened once to f32 into an L1-resident stack buffer
 // and reused by every tile of the block; between k blocks the partial sums
 // wait in Y (exact f32 stores and reloads), so no block size changes a bit.
@@ -38,8 +38,7 @@ namespace lfmvox::ops {
 namespace HWY_NAMESPACE {
 
 constexpr size_t kRows = 6;         // X rows per tile: 6 × 2 AVX2 accumulators + 2 weights + 1 x of 16
-constexpr size_t kBlockK = 128;     // steps per block: up to 4 panels, 32 KiB of f32, in L1
-constexpr size_t kBlockRows = 192;  // X rows per block: 192 KiB of X at kBlockK, in L2
+constexpr size_t kBlockRows = 192;  // X rows per block: up to 192 KiB of X at 256 steps, in L2
 constexpr size_t kP = kPackedPanel;
 
 using DP = hn::CappedTag<float, kP>;
@@ -47,6 +46,9 @@ using VP = hn::Vec<DP>;
 constexpr size_t kLanes = hn::MaxLanes(DP());
 constexpr size_t kVecs = kP / kLanes;
 static_assert(kP % kLanes == 0);
+// Steps per block × panels per tile (the block's widened f32 weights, in L1: 32 KiB on AVX-512, 16 on
+// AVX2): 128 steps of 4 panels, 256 of 2. (A fixed 128 cost Mimi's k = 192, 2-panel conv 7 %.)
+constexpr size_t kBlockPanelSteps = kVecs == 1 ? 512 : 256;
 
 // The vector v of a panel row (16 floats at p), of which only `cols` are Y's.
 HWY_INLINE VP LoadCols(DP d, const float* p, size_t v, size_t cols) {
@@ -214,7 +216,7 @@ inline size_t TileShape(size_t np, bool widens) {
   return (!widens && np % 4 == 0) ? 4 : 3;
 }
 
-// bf16 panels are widened to f32 once per block (kBlockK steps × the tile's
+// bf16 panels are widened to f32 once per block (block_k steps × the tile's
 // panels, ≤ 32 KiB) when more than this many X rows then read them; up to
 // it, the tiles widen in registers and take all of k at once (Mimi's m = 64
 // convolutions, cold W, best / median µs, widened → in registers: model.5
@@ -229,14 +231,15 @@ void PackedMatMulImpl(const float* x, size_t m, size_t ldx, const PackedWeight& 
   const bool small = m <= kRows;
   const bool widen = bf16 && m > kDirectRows;
   // Tiles widening in registers (bf16 up to kDirectRows rows) need no k blocks.
-  const size_t step = (small || (bf16 && !widen)) ? std::max<size_t>(k, 1) : kBlockK;
   // Panels a tile takes: all of them alike, so that a share of panels splits
   // into groups of `group` and one smaller leftover group the same way for
   // every tile.
   const size_t group = small ? PanelsForRows(m) : TileShape(w.panels(), bf16 && !widen);
+  const size_t block_k = kBlockPanelSteps / std::min(group, w.panels());
+  const size_t step = (small || (bf16 && !widen)) ? std::max<size_t>(k, 1) : block_k;
   const size_t tile_rows = small ? kRows : kTileRows[group];
   team.ParallelFor(w.panels(), 1, [&](size_t p0, size_t p1) {
-    HWY_ALIGN float wb[kMaxP * kBlockK * kP];
+    HWY_ALIGN float wb[kBlockPanelSteps * kP];
     for (size_t i0 = 0; i0 < m; i0 += kBlockRows) {
       const size_t i1 = std::min(m, i0 + kBlockRows);
       for (size_t kb = 0; kb == 0 || kb < k; kb += step) {  // k = 0: one empty block writes the bias
@@ -267,10 +270,10 @@ void PackedMatMulImpl(const float* x, size_t m, size_t ldx, const PackedWeight& 
               const uint16_t* src = reinterpret_cast<const uint16_t*>(w.data.data()) + at + pp * k * kP;
               for (size_t e = 0; e < kc * kP; e += kLanes) {
                 if (e % (kStepsPerLine * kP) == 0) hwy::Prefetch(src + e + kPrefetchSteps * kP);
-                hn::Store(Bf16Panel::Load(DP(), src + e), DP(), wb + pp * kBlockK * kP + e);
+                hn::Store(Bf16Panel::Load(DP(), src + e), DP(), wb + pp * block_k * kP + e);
               }
             }
-            tiles(F32Panel(), static_cast<const float*>(wb), kBlockK * kP);
+            tiles(F32Panel(), static_cast<const float*>(wb), block_k * kP);
           }
           p += panels;
         }
