@@ -6,6 +6,7 @@
 // with W hot (in L2) and cold (cycling through 64 MB of copies), GB/s of W read at the cold best.
 // ops::AttendOne: one call's attention at a full context (8 heads × 8 queries of 249 keys, 64 wide, rows of
 // 512 as Mimi's K/V), hot (one layer's K/V) and cold (8 layers' K/V cycled, as a call reads them).
+// ops::Elu over [7680, 64] (the last stage's input at 4 frames a call).
 //   bench_mimi_kernels [--reps N] [--threads 1]
 #include <algorithm>
 #include <cstdio>
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "bench_util.h"
+#include "ops/nn_ops.h"
 #include "ops/ops.h"
 #include "threading/thread_team.h"
 
@@ -116,6 +118,27 @@ int main(int argc, char** argv) {
         "{\"bench\":\"attend_one\",\"simd\":\"%s\",\"shape\":\"8 heads x 8 queries x 249 keys x 64\","
         "\"best_us\":%.1f,\"median_us\":%.1f,\"cold_best_us\":%.1f,\"cold_median_us\":%.1f,\"load\":%.2f}\n",
         ops::ChosenTarget(), us[0], us[us.size() / 2], cold_us[0], cold_us[cold_us.size() / 2],
+        bench::LoadAverage());
+  }
+  {  // ops::Elu over the last stage's input at 4 frames a call: [7680, 64], in L2-sized pieces as the decoder
+    const size_t n = 7680 * 64;
+    std::vector<float> x(n), y(n);
+    uint32_t r = 3;
+    for (auto& v : x) {
+      r = r * 1664525u + 1013904223u;
+      v = static_cast<float>(r >> 8) * (4.0f / 16777216.0f) - 2.0f;
+    }
+    std::vector<double> us;
+    for (int i = 0; i < reps; ++i) {
+      const double t0 = bench::Now();
+      ops::Elu(x.data(), y.data(), n);
+      us.push_back((bench::Now() - t0) * 1e6);
+    }
+    std::sort(us.begin(), us.end());
+    std::printf(
+        "{\"bench\":\"elu\",\"simd\":\"%s\",\"n\":%zu,\"best_us\":%.1f,\"median_us\":%.1f,"
+        "\"ns_per_value\":%.3f,\"load\":%.2f}\n",
+        ops::ChosenTarget(), n, us[0], us[us.size() / 2], us[0] * 1e3 / static_cast<double>(n),
         bench::LoadAverage());
   }
   return 0;
