@@ -527,7 +527,7 @@ TEST(MatMulQuant, AccumulateRowIsExactDequantizationEveryTarget) {
 
 // PackedMatMul (a PackWeight of every plain format) against ref::MatMul, and
 // its determinism contract. Sizes cross the tile (6, 8 rows), panel (16 columns),
-// k block (128) and row block (192) boundaries, and (n up to 150: 10 panels)
+// k block (128-512) and row block (768 AVX-512, 192 AVX2) boundaries, and (n up to 150: 10 panels)
 // the groups of panels a tile of each m takes, with single leftovers. Integers: exact. Normal data:
 // each output is a sequential sum of k + 1 terms (bias first), each step one
 // fma (or a product and a sum, two roundings), so
@@ -552,7 +552,7 @@ TEST(PackedMatMul, MatchesReferenceAndIsDeterministicEveryTarget) {
                            // Large m (AVX-512): 8 × 3 tiles widening bf16 in registers (m ≤ 64, all of k
                            // at once) with one leftover group of 1 or 2 panels, row leftovers of 1-7;
                            // 6 × 4 tiles on widened blocks of 128 steps (m > 64, panels in fours; 3, 2, 1
-                           // panels: 170, 256, 512 steps), rows crossing the block of 192.
+                           // panels: 170, 256, 512 steps), rows crossing the blocks of 192 and 768.
                            {8, 64, 130},
                            {9, 80, 40},
                            {16, 33, 257},
@@ -563,6 +563,7 @@ TEST(PackedMatMul, MatchesReferenceAndIsDeterministicEveryTarget) {
                            {70, 30, 300},
                            {80, 48, 400},
                            {100, 16, 600},
+                           {800, 20, 40},
                            {197, 64, 140},
                            {40, 1, 30}}) {
       for (bool integers : {true, false}) {

@@ -37,8 +37,8 @@ HWY_BEFORE_NAMESPACE();
 namespace lfmvox::ops {
 namespace HWY_NAMESPACE {
 
-constexpr size_t kRows = 6;         // X rows per tile: 6 × 2 AVX2 accumulators + 2 weights + 1 x of 16
-constexpr size_t kBlockRows = 192;  // X rows per block: up to 192 KiB of X at 256 steps, in L2
+constexpr size_t kRows = 6;  // X rows per tile: 6 × 2 AVX2 accumulators + 2 weights + 1 x of 16
+
 constexpr size_t kP = kPackedPanel;
 
 using DP = hn::CappedTag<float, kP>;
@@ -49,6 +49,11 @@ static_assert(kP % kLanes == 0);
 // Steps per block × panels per tile (the block's widened f32 weights, in L1: 32 KiB on AVX-512, 16 on
 // AVX2): 128 steps of 4 panels, 256 of 2. (A fixed 128 cost Mimi's k = 192, 2-panel conv 7 %.)
 constexpr size_t kBlockPanelSteps = kVecs == 1 ? 512 : 256;
+// X rows per block: on AVX-512 (this Xeon: L2 2 MiB) up to 768 KiB of dense X at 256 steps (a
+// convolution's overlapping rows far less); 768 against 192 (bench_mimi_kernels, Mimi's m ≥ 384 convs, 3
+// interleaved runs): 3-10 % faster (fewer widenings of each panel block), 1536 slower again. AVX2 (Zen 3:
+// L2 512 KiB) keeps 192.
+constexpr size_t kBlockRows = kVecs == 1 ? 768 : 192;
 
 // The vector v of a panel row (16 floats at p), of which only `cols` are Y's.
 HWY_INLINE VP LoadCols(DP d, const float* p, size_t v, size_t cols) {
