@@ -3,7 +3,8 @@
 //   ms_per_frame (mean, p50, p99 over the calls), x_real_time = 80 ms ÷ ms_per_frame,
 //   gflop_per_frame (2 × the multiply-adds of MimiDecoder::macs_per_frame, attention at full context),
 //   matmul_peak_gflops: the best rate ops::MatMul reaches on an in-cache f32 product with this team
-//   (this build's practical FMA ceiling), compute_floor_ms = FLOPs ÷ that peak,
+//   (this build's practical FMA ceiling), compute_floor_ms = FLOPs ÷ that peak, fma_peak_gflops the core's
+//   own (24 FMA chains in registers, 1 thread; 0 without AVX-512) and fma_floor_ms = FLOPs ÷ it (per thread),
 //   weight_mb_per_call and bandwidth_floor_ms = weight bytes ÷ measured DRAM read bandwidth,
 //   cpu_ms_per_frame: the process's CPU time over the timed calls (all threads, spinning included), which
 //   on a shared, loaded machine says more than the wall clock about the code itself.
@@ -11,6 +12,10 @@
 // Without --model it uses ../shared/oracle/mimi_real when present, else writes a random real-size
 // checkpoint (bf16, as the oracle) to a temp folder.
 #include <time.h>
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#endif
 
 #include <algorithm>
 #include <cstdio>
@@ -44,6 +49,41 @@ double MatMulPeak(ThreadTeam& team) {
   }
   return best / 1e9;
 }
+
+// The core's own f32 FMA ceiling: GFLOP/s of 24 independent zmm FMA chains in registers, one thread
+// (bench_bf16_probe's probe; 0 where the CPU has no AVX-512). matmul_peak_gflops is what ops::MatMul
+// reaches, this is what the hardware does.
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("avx512f"), noinline)) float FmaChains(long iters) {
+  __m512 a[24];
+  for (int i = 0; i < 24; ++i) a[i] = _mm512_set1_ps(static_cast<float>(i));
+  __m512 x = _mm512_set1_ps(1.0f), y = _mm512_setzero_ps();
+  asm("" : "+v"(x), "+v"(y));
+  for (long i = 0; i < iters; ++i) {
+#pragma GCC unroll 24
+    for (int j = 0; j < 24; ++j) a[j] = _mm512_fmadd_ps(x, y, a[j]);
+  }
+  __m512 s = a[0];
+  for (int i = 1; i < 24; ++i) s = _mm512_add_ps(s, a[i]);
+  float out[16];
+  _mm512_storeu_ps(out, s);
+  return out[0];
+}
+double FmaPeakGflops() {
+  if (!__builtin_cpu_supports("avx512f")) return 0;
+  const long iters = 2000000;
+  double best = 1e30;
+  volatile float sink = 0;
+  for (int rep = 0; rep < 5; ++rep) {
+    const double t0 = bench::Now();
+    sink = sink + FmaChains(iters);
+    best = std::min(best, bench::Now() - t0);
+  }
+  return 24.0 * 16 * 2 * static_cast<double>(iters) / best / 1e9;
+}
+#else
+double FmaPeakGflops() { return 0; }
+#endif
 
 double ProcessCpuSeconds() {
   timespec t{};
@@ -126,7 +166,7 @@ int main(int argc, char** argv) {
   for (const std::string& ts : thread_list) {
     const int threads = std::max(1, std::atoi(ts.c_str()));
     ThreadTeam team(threads);
-    const double peak = MatMulPeak(team);
+    const double peak = MatMulPeak(team), fma_peak = FmaPeakGflops();
     const double bw = bench::MeasureReadBandwidth(team);
     for (const std::string& ps : per_call) {
       const size_t fpc = std::max(1, std::atoi(ps.c_str()));
@@ -160,22 +200,25 @@ int main(int argc, char** argv) {
           "\"frames\":%zu,"
           "\"ms_per_frame\":%.3f,\"p50_ms\":%.3f,\"p99_ms\":%.3f,\"x_real_time\":%.2f,\"gflop_per_frame\":%."
           "3f,"
-          "\"gflops\":%.1f,\"matmul_peak_gflops\":%.1f,\"compute_floor_ms\":%.3f,\"weight_mb_per_call\":%.1f,"
+          "\"gflops\":%.1f,\"matmul_peak_gflops\":%.1f,\"fma_peak_gflops\":%.1f,\"compute_floor_ms\":%.3f,"
+          "\"fma_floor_ms\":%.3f,\"weight_mb_per_call\":%.1f,"
           "\"dram_gbps\":%.1f,\"bandwidth_floor_ms\":%.3f,\"cpu_ms_per_frame\":%.3f,\"load\":%.2f}\n",
           bench::CpuModel().c_str(), ops::ChosenTarget(), threads, fpc, calls * fpc, mean, p50, p99,
-          frame_ms / mean, flops / 1e9, flops / (mean * 1e-3) / 1e9, peak, flops / (peak * 1e9) * 1e3,
-          wbytes / 1e6, bw / 1e9, wbytes / bw * 1e3 / static_cast<double>(fpc), cpu_ms, bench::LoadAverage());
+          frame_ms / mean, flops / 1e9, flops / (mean * 1e-3) / 1e9, peak, fma_peak,
+          flops / (peak * 1e9) * 1e3, fma_peak > 0 ? flops / (fma_peak * 1e9) * 1e3 : 0.0, wbytes / 1e6,
+          bw / 1e9, wbytes / bw * 1e3 / static_cast<double>(fpc), cpu_ms, bench::LoadAverage());
       std::fflush(stdout);
-      if (fpc == 1) {  // where the time goes, one frame per call (the boundaries cost one call each)
+      {  // where the time goes, per frame (the boundaries cost one call each)
         StageTimer timer;
         (*s)->Reset();
         for (size_t i = 0; i < calls; ++i) {
           timer.Start();
-          (void)(*s)->Step(std::span(codes).subspan(i * C, C), pcm, team, &timer);
+          (void)(*s)->Step(std::span(codes).subspan(i * fpc * C, fpc * C), pcm, team, &timer);
           timer.Stop();
         }
-        std::printf("{\"bench\":\"mimi_stages\",\"threads\":%d,\"frames_per_call\":1", threads);
-        for (const auto& [n, t] : timer.acc_) std::printf(",\"%s_ms\":%.3f", n.c_str(), t * 1e3 / calls);
+        std::printf("{\"bench\":\"mimi_stages\",\"threads\":%d,\"frames_per_call\":%zu", threads, fpc);
+        for (const auto& [n, t] : timer.acc_)
+          std::printf(",\"%s_ms\":%.3f", n.c_str(), t * 1e3 / static_cast<double>(calls * fpc));
         std::printf("}\n");
       }
     }

@@ -33,7 +33,9 @@ Status LoadBias(const Checkpoint& ckpt, const std::string& name, int64_t out, si
 }  // namespace
 
 void CausalConv1d::Forward(const float* window, size_t n, float* y, size_t ldy, ThreadTeam& team) const {
-  ops::PackedMatMul(window, n, in, w, bias.size() ? bias.data() : nullptr, y, ldy, team);
+  const float* b = bias.size() ? bias.data() : nullptr;
+  if (rows.size()) return ops::MatMul(window, n, in, dense, b, y, ldy, team);
+  ops::PackedMatMul(window, n, in, w, b, y, ldy, team);
 }
 
 void CausalConvTranspose1d::Forward(const float* window, size_t n, float* y, ThreadTeam& team) const {
@@ -55,7 +57,15 @@ Status LoadCausalConv1d(const Checkpoint& ckpt, const std::string& name, int64_t
     for (int64_t i = 0; i < in; ++i)
       for (int64_t j = 0; j < k; ++j)
         std::memcpy(dst + ((o * k + j) * in + i) * es, src + ((o * in + i) * k + j) * es, es);
-  conv->w = ops::PackWeight(ops::Weight::Dense(f, dst, out, k * in, k * in));
+  conv->w = ops::PackedWeight();
+  conv->rows.Reset(0);
+  if (static_cast<size_t>(out) <= CausalConv1d::kNarrowOut) {
+    conv->rows.Reset(reordered.size());
+    std::memcpy(conv->rows.data(), dst, reordered.size());
+    conv->dense = ops::Weight::Dense(f, conv->rows.data(), out, k * in, k * in);
+  } else {
+    conv->w = ops::PackWeight(ops::Weight::Dense(f, dst, out, k * in, k * in));
+  }
   conv->bias.Reset(0);
   if (with_bias) LFM_RETURN_IF_ERROR(LoadBias(ckpt, name, out, 1, &conv->bias));
   return Status::Ok();

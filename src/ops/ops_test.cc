@@ -526,8 +526,8 @@ TEST(MatMulQuant, AccumulateRowIsExactDequantizationEveryTarget) {
 }
 
 // PackedMatMul (a PackWeight of every plain format) against ref::MatMul, and
-// its determinism contract. Sizes cross the tile (6 rows), panel (16 columns),
-// k block (256) and row block (192) boundaries, and (n up to 150: 10 panels)
+// its determinism contract. Sizes cross the tile (6, 8 rows), panel (16 columns),
+// k block (128-512) and row block (768 AVX-512, 192 AVX2) boundaries, and (n up to 150: 10 panels)
 // the groups of panels a tile of each m takes, with single leftovers. Integers: exact. Normal data:
 // each output is a sequential sum of k + 1 terms (bias first), each step one
 // fma (or a product and a sum, two roundings), so
@@ -548,7 +548,24 @@ TEST(PackedMatMul, MatchesReferenceAndIsDeterministicEveryTarget) {
                            {4, 120, 9},
                            {5, 70, 18},
                            {6, 70, 5},
-                           {20, 100, 300}}) {
+                           {20, 100, 300},
+                           // Large m (AVX-512): 8 × 3 tiles widening bf16 in registers (m ≤ 64, all of k
+                           // at once) with one leftover group of 1 or 2 panels, row leftovers of 1-7;
+                           // 6 × 4 tiles on widened blocks of 128 steps (m > 64, panels in fours; 3, 2, 1
+                           // panels: 170, 256, 512 steps), rows crossing the blocks of 192 and 768.
+                           {8, 64, 130},
+                           {9, 80, 40},
+                           {16, 33, 257},
+                           {15, 20, 7},
+                           {17, 64, 129},
+                           {31, 48, 200},
+                           {65, 64, 140},
+                           {70, 30, 300},
+                           {80, 48, 400},
+                           {100, 16, 600},
+                           {800, 20, 40},
+                           {197, 64, 140},
+                           {40, 1, 30}}) {
       for (bool integers : {true, false}) {
         MatMulCase c(m, n, k, 1, integers, rng);
         for (WeightFormat t : kPlainFormats) {
@@ -841,8 +858,8 @@ TEST(AttendOne, BoundedEveryTarget) {
   Margin margin("AttendOne");
   ForEachTarget([&] {
     Rng rng(10);
-    for (size_t n : {1, 2, 7, 64, 301}) {
-      for (size_t d : {1, 8, 13, 64, 128}) {
+    for (size_t n : {1, 2, 7, 16, 33, 64, 301}) {
+      for (size_t d : {1, 8, 13, 16, 32, 64, 128}) {  // 1, 2, 4, 8 vectors: the sums in registers
         const size_t ld_k = d + 3, ld_v = d + 1;
         Buf<float> q(d, 1), keys(n * ld_k, 2), values(n * ld_v, 3), out(d, 1);
         rng.FillNormal(q.begin(), q.end());
@@ -873,6 +890,12 @@ TEST(AttendOne, BoundedEveryTarget) {
           ASSERT_TRUE(margin.Check(std::abs(double{out[e]} - want[e]), rel * mag + 1e-30))
               << "n=" << n << " d=" << d;
         }
+        // The probabilities are Softmax(scale·Dot(q, K_j)) bit for bit, whichever way the scores were
+        // summed (16 keys at a time on AVX-512 for d a multiple of 64).
+        std::vector<float> p(n);
+        for (size_t j = 0; j < n; ++j) p[j] = scale * Dot(q.p, keys.p + j * ld_k, d);
+        Softmax(p.data(), n);
+        for (size_t j = 0; j < n; ++j) ASSERT_TRUE(SameBits(scores[j], p[j])) << "n=" << n << " d=" << d;
       }
     }
   });

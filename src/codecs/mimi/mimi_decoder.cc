@@ -272,7 +272,8 @@ Result<MimiState> MimiState::Create(const MimiDecoder& model, size_t max_frames_
   const MimiConfig& c = model.config_;
   const size_t H = c.d_model;
   s.up_hist_.Reset(static_cast<size_t>(c.latent_dim));
-  const size_t rows = static_cast<size_t>(c.context) - 1 + max_frames_per_call * model.steps_per_frame();
+  const size_t rows = static_cast<size_t>(c.context) - 1 + max_frames_per_call * model.steps_per_frame() +
+                      (c.context + 1) / 2;
   s.k_.resize(model.layers_.size());
   s.v_.resize(model.layers_.size());
   for (size_t i = 0; i < model.layers_.size(); ++i) {
@@ -287,6 +288,7 @@ Result<MimiState> MimiState::Create(const MimiDecoder& model, size_t max_frames_
 void MimiState::Reset() {
   frames_ = 0;
   pos_ = 0;
+  kv_start_ = 0;
   kv_len_ = 0;
   up_hist_.Zero();
   for (AlignedBuffer<float>& h : conv_hist_) h.Zero();
@@ -447,13 +449,20 @@ Result<size_t> MimiStep(const MimiDecoder& m, MimiState& st, std::span<const int
 
     // 3. Decoder transformer over L steps at positions pos0 …
     const int64_t pos0 = st.pos_;
-    const size_t held = st.kv_len_;  // cache rows [0, held) are positions pos0 − held …
+    const size_t held = st.kv_len_;  // cache rows [start, start + held) are positions pos0 − held …
+    if (!st.k_.empty() && (st.kv_start_ + held + L) * H > st.k_[0].size()) {
+      for (size_t li = 0; li < m.layers_.size(); ++li) {  // move the held rows to the front
+        std::memmove(st.k_[li].data(), st.k_[li].data() + st.kv_start_ * H, held * H * sizeof(float));
+        std::memmove(st.v_[li].data(), st.v_[li].data() + st.kv_start_ * H, held * H * sizeof(float));
+      }
+      st.kv_start_ = 0;
+    }
     float* xn = sc.xn_.data();
     float* qkv = sc.qkv_.data();
     for (size_t li = 0; li < m.layers_.size(); ++li) {
       const MimiDecoder::Layer& l = m.layers_[li];
-      float* kc = st.k_[li].data();
-      float* vc = st.v_[li].data();
+      float* kc = st.k_[li].data() + st.kv_start_ * H;  // row 0: the oldest held
+      float* vc = st.v_[li].data() + st.kv_start_ * H;
       l.norm1.Forward(x, L, H, xn, H);
       ops::PackedMatMul(xn, L, H, l.in_proj, nullptr, qkv, 3 * H, team);
       for (size_t r = 0; r < L; ++r) {
@@ -478,7 +487,7 @@ Result<size_t> MimiStep(const MimiDecoder& m, MimiState& st, std::span<const int
       float* att = sc.att_.data();
       const bool streaming = st.window_ == MimiWindow::kStreaming;
       team.Run(L * heads, [&](size_t task, int thread) {
-        const size_t r = task / heads, h = task % heads;
+        const size_t r = task % L, h = task / L;  // a head's queries in turn: its K/V rows stay in L2
         const int64_t p = pos0 + static_cast<int64_t>(r);
         int64_t lo = std::max<int64_t>(p - static_cast<int64_t>(ctx) + 1, 0);
         if (streaming) {
@@ -508,12 +517,9 @@ Result<size_t> MimiStep(const MimiDecoder& m, MimiState& st, std::span<const int
       }
       TraceIndexed(sink, "transformer/layer%zu", li, x, L, H, H);
     }
-    // Keep the last context − 1 keys and values for the next call.
+    // Keep the last context − 1 keys and values for the next call (where they are).
     const size_t total = held + L, keep = std::min(total, ctx - 1);
-    for (size_t li = 0; li < m.layers_.size(); ++li) {
-      KeepHistory(st.k_[li].data(), total, keep, H);
-      KeepHistory(st.v_[li].data(), total, keep, H);
-    }
+    st.kv_start_ += total - keep;
     st.kv_len_ = keep;
     st.pos_ += static_cast<int64_t>(L);
     if (sink) sink->Record("transformer/out", x, L, H, H);
