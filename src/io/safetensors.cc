@@ -293,17 +293,48 @@ Checkpoint Checkpoint::FromFile(std::unique_ptr<SafetensorsFile> file) {
   Checkpoint c;
   c.path_ = file->path();
   for (const std::string& name : file->Names()) c.tensors_.emplace(name, file->Get(name).value());
+  if (!file->mapping().empty()) c.mapped_.push_back(file->mapping());
   c.files_.push_back(std::move(file));
   return c;
 }
 
 Checkpoint Checkpoint::FromViews(std::string path, std::map<std::string, TensorView, std::less<>> tensors,
-                                 std::shared_ptr<const void> owner) {
+                                 std::shared_ptr<const void> owner, std::vector<std::span<const std::byte>> mapped) {
   Checkpoint c;
   c.path_ = std::move(path);
   c.tensors_ = std::move(tensors);
   c.owner_ = std::move(owner);
+  c.mapped_ = std::move(mapped);
   return c;
+}
+
+const uint8_t* Checkpoint::Derived(std::string_view key, size_t bytes, const std::function<void(uint8_t*)>& fill,
+                                   const TensorView& source) const {
+  std::lock_guard<std::mutex> lock(derived_->mu);
+  auto it = derived_->buffers.find(key);
+  if (it != derived_->buffers.end()) return it->second.data();
+  AlignedBuffer<uint8_t>& buf = derived_->buffers[std::string(key)];
+  buf.Reset(bytes);
+  fill(buf.data());
+  const auto* s = static_cast<const std::byte*>(source.data);
+  const size_t n = source.bytes();
+  for (const std::span<const std::byte>& m : mapped_) {
+    if (s < m.data() || s + n > m.data() + m.size()) continue;
+    // The whole pages inside [s, s + n): a neighbour's bytes stay resident.
+    const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+    const uintptr_t lo = (reinterpret_cast<uintptr_t>(s) + page - 1) / page * page;
+    const uintptr_t hi = (reinterpret_cast<uintptr_t>(s) + n) / page * page;
+    if (hi > lo) madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED);  // advice: failure is harmless
+    break;
+  }
+  return buf.data();
+}
+
+size_t Checkpoint::DerivedBytes() const {
+  std::lock_guard<std::mutex> lock(derived_->mu);
+  size_t n = 0;
+  for (const auto& [key, buf] : derived_->buffers) n += buf.size();
+  return n;
 }
 
 Result<Checkpoint> Checkpoint::Open(const std::string& path) {
@@ -352,6 +383,7 @@ Result<Checkpoint> Checkpoint::Open(const std::string& path) {
     if (it == shards.end()) {
       LFM_ASSIGN_OR_RETURN(auto file, SafetensorsFile::Open((index.parent_path() / shard_name).string()));
       it = shards.emplace(shard_name, file.get()).first;
+      if (!file->mapping().empty()) c.mapped_.push_back(file->mapping());
       c.files_.push_back(std::move(file));
     }
     if (!it->second->Has(name)) {
