@@ -93,7 +93,7 @@ QuantScratch& ThreadQuantScratch();
 // The per-target part for a block format: MatMul<Name>Impl and
 // AccumulateRow<Name>Impl from the integer engine of matmul_quant-inl.h.
 #define LFMVOX_DEFINE_QUANT_MATMUL_KERNELS(Name, Fmt)                                                   \
-  bool ReadsSteps8##Name##Impl() { return QReadsSteps8<Fmt>(); }                                       \
+  bool ReadsSteps8##Name##Impl() { return QReadsSteps8<Fmt>(); }                                        \
   void MatMul##Name##Impl(const float* x, size_t m, size_t ldx, const MatrixView& w, const float* bias, \
                           float* y, size_t ldy, ThreadTeam& team) {                                     \
     QuantMatMulWith<Fmt>(x, m, ldx, w, bias, y, ldy, team);                                             \

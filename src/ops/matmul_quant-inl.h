@@ -430,7 +430,7 @@ HWY_INLINE void PrefetchStep(const uint8_t* p) {
 #if LFMVOX_QUANT_VNNI
 // WeightLayout::kSteps8 (tensor/matrix.h), read by the 512-bit steps: a
 // step's codes are kStepCodeBytes contiguous bytes, whole registers
-// (Fmt::LoadStep8), and its 8 f16 d_w 16 bytes of the row's scale area,
+// (Fmt::LoadStep8), and its 8 f16 d_w 16 bytes after its group.s codes,
 // widened exactly and put in the lanes of QLoadFullStepScales: the same
 // values in the same lanes as the file's layout gives, so both layouts give
 // the same bits.
@@ -468,17 +468,17 @@ HWY_NOINLINE void QTileSteps(const QuantArgs& a, size_t i, size_t j, const uint8
 #if LFMVOX_QUANT_VNNI
     if constexpr (kSteps8) {
       constexpr size_t kC = Fmt::kStepCodeBytes;
-      const size_t scales = steps * kC + 16 * p;  // the step's d_w in each row
+      const size_t at = Steps8CodesAt(p, steps, kC), scales = Steps8ScalesAt(p, steps, kC);
       HWY_UNROLL(8)
       for (size_t c = 0; c < NR; ++c) {
         const uint8_t* next = w + (c + NR) * rb;
-        for (size_t o = 0; o < kC; o += 64) hwy::Prefetch(next + p * kC + o);
+        for (size_t o = 0; o < kC; o += 64) hwy::Prefetch(next + at + o);
         hwy::Prefetch(next + scales);
       }
       HWY_UNROLL(8)
       for (size_t c = 0; c < NR; ++c) {
         const uint8_t* row = w + c * rb;
-        const typename Fmt::Step codes = Fmt::LoadStep8(row + p * kC);
+        const typename Fmt::Step codes = Fmt::LoadStep8(row + at);
         const auto ws = Fmt::WSide(codes);
         const QStepF dw = QLoadStep8Scales(row + scales);
         HWY_UNROLL(8)
@@ -623,7 +623,8 @@ HWY_INLINE const uint8_t* QTileW(const QuantArgs& a, size_t j, size_t nr) {
   if (QReadsSteps8<Fmt>() || !a.steps8) return w;
   uint8_t* buf = internal::ThreadQuantScratch().ReserveW(nr * a.w_row_bytes);
   for (size_t c = 0; c < nr; ++c) {
-    UnpackRowSteps8(Fmt::kFormat, w + c * a.w_row_bytes, a.blocks * Fmt::kBlockElems, buf + c * a.w_row_bytes);
+    UnpackRowSteps8(Fmt::kFormat, w + c * a.w_row_bytes, a.blocks * Fmt::kBlockElems,
+                    buf + c * a.w_row_bytes);
   }
   return buf;
 }

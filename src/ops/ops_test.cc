@@ -542,15 +542,15 @@ struct Steps8Copy {
 };
 
 // The layout's definition: code byte 8·i + e of block 8p + j at byte
-// 64·i + 8·j + e of step p's codes, the steps' f16 d after all codes, the tail
-// blocks as they are; unpacking, CopyBlocksOfRow and DequantizeMatrix give
+// 64·i + 8·j + e of step p's codes, steps in groups of 4 with the group's f16
+// d after its codes, the tail blocks as they are; unpacking, CopyBlocksOfRow and DequantizeMatrix give
 // the file's bytes and values back; the row keeps its size.
 TEST(MatMulQuant, Steps8LayoutIsItsDefinitionAndRoundTrips) {
   Rng rng(14);
   for (WeightFormat f : {WeightFormat::kQ8_0, WeightFormat::kQ4_0}) {
     const size_t bb = FormatRowBytes(f, 32), q = bb - 2;
-    // 0 to 9 steps, with 0 to 7 tail blocks.
-    for (size_t k : {32, 96, 224, 256, 288, 480, 512, 2016, 2048, 2080}) {
+    // 0 to 9 steps (groups of 1 to 4), with 0 to 7 tail blocks.
+    for (size_t k : {32, 96, 224, 256, 288, 480, 512, 1024, 1312, 2016, 2048, 2080}) {
       QuantCase c(f, 1, 3, k, 1, 3, rng);
       Steps8Copy s(c, 5, 7);
       const size_t nb = k / 32, steps = nb / 8;
@@ -560,12 +560,16 @@ TEST(MatMulQuant, Steps8LayoutIsItsDefinitionAndRoundTrips) {
         for (size_t b = 0; b < nb; ++b) {
           const uint8_t* blk = blocks + b * bb;
           const size_t p = b / 8, j = b % 8;
+          // Step p's group of 4 (fewer at the end): its codes, then its scales.
+          const size_t g = p / 4, in_group = std::min<size_t>(4, steps - 4 * g);
+          const size_t codes = g * (32 * q + 64) + p % 4 * 8 * q;
+          const size_t scales = g * (32 * q + 64) + in_group * 8 * q + p % 4 * 16;
           if (p < steps) {
             for (size_t i = 0; i < q / 8; ++i) {
               for (size_t e = 0; e < 8; ++e)
-                ASSERT_EQ(row[8 * q * p + 64 * i + 8 * j + e], blk[2 + 8 * i + e]) << WeightFormatName(f);
+                ASSERT_EQ(row[codes + 64 * i + 8 * j + e], blk[2 + 8 * i + e]) << WeightFormatName(f);
             }
-            ASSERT_EQ(std::memcmp(row + 8 * q * steps + 16 * p + 2 * j, blk, 2), 0) << WeightFormatName(f);
+            ASSERT_EQ(std::memcmp(row + scales + 2 * j, blk, 2), 0) << WeightFormatName(f);
           } else {
             ASSERT_EQ(std::memcmp(row + b * bb, blk, bb), 0) << WeightFormatName(f) << " tail block " << b;
           }
@@ -608,17 +612,18 @@ TEST(MatMulQuant, Steps8LayoutSameBitsAsBlocksEveryTarget) {
         std::vector<float> want(m * n), got(m * n, kNaN), part(m * n, kNaN);
         MatMul(c.x.p, m, c.ldx, c.W(), c.bias.p, want.data(), n, m % 2 ? team2 : team1);
         MatMul(c.x.p, m, c.ldx, s.w, c.bias.p, got.data(), n, m % 2 ? team1 : team2);
-        for (size_t i = 0; i < m; ++i) MatMul(c.x.p + i * c.ldx, 1, c.ldx, s.w, c.bias.p, part.data() + i * n, n, team1);
+        for (size_t i = 0; i < m; ++i)
+          MatMul(c.x.p + i * c.ldx, 1, c.ldx, s.w, c.bias.p, part.data() + i * n, n, team1);
         for (size_t at = 0; at < m * n; ++at) {
           ASSERT_TRUE(SameBits(got[at], want[at]))
-              << WeightFormatName(f) << " m=" << m << " n=" << n << " k=" << k << " at " << at << ": " << got[at]
-              << " vs " << want[at];
+              << WeightFormatName(f) << " m=" << m << " n=" << n << " k=" << k << " at " << at << ": "
+              << got[at] << " vs " << want[at];
           ASSERT_TRUE(SameBits(part[at], want[at])) << WeightFormatName(f) << " alone, m=" << m << " k=" << k;
         }
         if (m == 37) {
           for (size_t i0 = 0; i0 < m; i0 += 6)
-            MatMul(c.x.p + i0 * c.ldx, std::min<size_t>(6, m - i0), c.ldx, s.w, c.bias.p, part.data() + i0 * n, n,
-                   team2);
+            MatMul(c.x.p + i0 * c.ldx, std::min<size_t>(6, m - i0), c.ldx, s.w, c.bias.p,
+                   part.data() + i0 * n, n, team2);
           for (size_t at = 0; at < m * n; ++at)
             ASSERT_TRUE(SameBits(part[at], want[at])) << WeightFormatName(f) << " chunks of 6, k=" << k;
         }

@@ -258,7 +258,8 @@ void QuantizeMatrix(WeightFormat f, const float* in, size_t rows, size_t cols, s
 
 void DequantizeMatrix(const MatrixView& w, float* out) {
   std::vector<uint8_t> buf(w.layout == WeightLayout::kBlocks ? 0 : FormatRowBytes(w.format, w.cols));
-  for (size_t r = 0; r < w.rows; ++r) DequantizeRow(w.format, RowAsBlocks(w, r, buf.data()), w.cols, out + r * w.cols);
+  for (size_t r = 0; r < w.rows; ++r)
+    DequantizeRow(w.format, RowAsBlocks(w, r, buf.data()), w.cols, out + r * w.cols);
 }
 
 namespace {
@@ -281,8 +282,9 @@ void Steps8Row(WeightFormat f, In* blocks, Out* steps, size_t cols) {
   for (size_t p = 0; p < s; ++p) {
     for (size_t j = 0; j < 8; ++j) {
       auto* block = blocks + (8 * p + j) * bb;
-      copy(steps + 8 * q * s + 16 * p + 2 * j, block, 2);  // d
-      for (size_t i = 0; i < q / 8; ++i) copy(steps + 8 * q * p + 64 * i + 8 * j, block + 2 + 8 * i, 8);
+      copy(steps + Steps8ScalesAt(p, s, 8 * q) + 2 * j, block, 2);  // d
+      for (size_t i = 0; i < q / 8; ++i)
+        copy(steps + Steps8CodesAt(p, s, 8 * q) + 64 * i + 8 * j, block + 2 + 8 * i, 8);
     }
   }
   copy(steps + 8 * bb * s, blocks + 8 * bb * s, (nb - 8 * s) * bb);  // the tail blocks, as they are
@@ -311,8 +313,9 @@ void CopyBlocksOfRow(const MatrixView& w, size_t r, size_t b0, size_t n, uint8_t
       std::memcpy(out, row + b * bb, bb);  // a tail block, as it is
       continue;
     }
-    std::memcpy(out, row + 8 * q * s + 16 * p + 2 * j, 2);
-    for (size_t i = 0; i < q / 8; ++i) std::memcpy(out + 2 + 8 * i, row + 8 * q * p + 64 * i + 8 * j, 8);
+    std::memcpy(out, row + Steps8ScalesAt(p, s, 8 * q) + 2 * j, 2);
+    for (size_t i = 0; i < q / 8; ++i)
+      std::memcpy(out + 2 + 8 * i, row + Steps8CodesAt(p, s, 8 * q) + 64 * i + 8 * j, 8);
   }
 }
 

@@ -52,6 +52,15 @@ void DequantizeMatrix(const MatrixView& w, float* out);
 
 // The kSteps8 layout (tensor/matrix.h) of Q8_0 and Q4_0 rows.
 inline bool HasSteps8Layout(WeightFormat f) { return f == WeightFormat::kQ8_0 || f == WeightFormat::kQ4_0; }
+// Where step p (of s in a row) has its codes and its scales in kSteps8, for
+// C code bytes a step (tensor/matrix.h).
+inline constexpr size_t Steps8CodesAt(size_t p, [[maybe_unused]] size_t s, size_t C) {
+  return p / 4 * (4 * C + 64) + p % 4 * C;
+}
+inline constexpr size_t Steps8ScalesAt(size_t p, size_t s, size_t C) {
+  const size_t g = p / 4, steps = s - 4 * g < 4 ? s - 4 * g : 4;  // the steps of p's group
+  return g * (4 * C + 64) + steps * C + p % 4 * 16;
+}
 // A row of `cols` values (whole blocks of f, HasSteps8Layout(f)) from the
 // file's blocks at src into kSteps8 at dst, and back; FormatRowBytes(f, cols)
 // bytes each, src and dst not overlapping.

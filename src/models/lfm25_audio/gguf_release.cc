@@ -777,10 +777,11 @@ Result<Lfm25GgufModel> OpenLfm25GgufRelease(const Lfm25GgufFiles& paths, bool wa
     if (detok != nullptr) LFM_RETURN_IF_ERROR(AddTensors(*detok, Lfm2ToHf, &d));
     LFM_ASSIGN_OR_RETURN(out.detokenizer_config,
                          DetokenizerConfig(merged ? *vocoder : *detok, *vocoder, merged));
-    out.detokenizer =
-        Checkpoint::FromViews(merged ? paths.vocoder : paths.detokenizer, std::move(d), owner, owner->Mappings());
+    out.detokenizer = Checkpoint::FromViews(merged ? paths.vocoder : paths.detokenizer, std::move(d), owner,
+                                            owner->Mappings());
   }
-  if (want_main) out.weights.emplace(Checkpoint::FromViews(out.where, std::move(main), owner, owner->Mappings()));
+  if (want_main)
+    out.weights.emplace(Checkpoint::FromViews(out.where, std::move(main), owner, owner->Mappings()));
   return out;
 }
 
