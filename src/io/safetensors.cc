@@ -311,8 +311,7 @@ Checkpoint Checkpoint::FromViews(std::string path, std::map<std::string, TensorV
 }
 
 const uint8_t* Checkpoint::Derived(std::string_view key, size_t bytes,
-                                   const std::function<void(uint8_t*)>& fill,
-                                   const TensorView& source) const {
+                                   const std::function<void(uint8_t*)>& fill) const {
   std::lock_guard<std::mutex> lock(derived_->mu);
   auto it = derived_->buffers.find(key);
   if (it != derived_->buffers.end()) return it->second.data;
@@ -335,8 +334,11 @@ const uint8_t* Checkpoint::Derived(std::string_view key, size_t bytes,
   buf.size = bytes;
   buf.mapped = mapped;
   fill(buf.data);
-  const auto* s = static_cast<const std::byte*>(source.data);
-  const size_t n = source.bytes();
+  return buf.data;
+}
+
+void Checkpoint::ReleasePages(const void* p, size_t n) const {
+  const auto* s = static_cast<const std::byte*>(p);
   for (const std::span<const std::byte>& m : mapped_) {
     if (s < m.data() || s + n > m.data() + m.size()) continue;
     // The whole pages inside [s, s + n): a neighbour's bytes stay resident.
@@ -344,9 +346,8 @@ const uint8_t* Checkpoint::Derived(std::string_view key, size_t bytes,
     const uintptr_t lo = (reinterpret_cast<uintptr_t>(s) + page - 1) / page * page;
     const uintptr_t hi = (reinterpret_cast<uintptr_t>(s) + n) / page * page;
     if (hi > lo) madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED);  // advice: failure is harmless
-    break;
+    return;
   }
-  return buf.data;
 }
 
 Checkpoint::DerivedBytes::~DerivedBytes() {

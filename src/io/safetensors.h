@@ -112,16 +112,18 @@ class Checkpoint {
   const std::string& path() const { return path_; }
 
   // Owned bytes derived from a tensor at load time (a weight matrix repacked
-  // for the kernels): the first call with `key` allocates `bytes` 64-byte
-  // aligned bytes, fills them with fill(dst) and keeps them as long as the
-  // checkpoint (they move with it); every later call with that key returns
-  // the same bytes without calling fill. Then, when `source` lies in one of
-  // the checkpoint's read-only file mappings, its whole pages are handed back
-  // to the kernel (madvise MADV_DONTNEED: they leave this process's resident
-  // set and are read from the file again if touched), so that a repacked
-  // matrix is not resident twice. Safe to call from several threads.
-  const uint8_t* Derived(std::string_view key, size_t bytes, const std::function<void(uint8_t*)>& fill,
-                         const TensorView& source) const;
+  // for the kernels): the first call with `key` maps `bytes` bytes (64-byte
+  // aligned, on transparent huge pages where the kernel grants them), fills
+  // them with fill(dst) and keeps them as long as the checkpoint (they move
+  // with it); every later call with that key returns the same bytes without
+  // calling fill. Safe to call from several threads.
+  const uint8_t* Derived(std::string_view key, size_t bytes, const std::function<void(uint8_t*)>& fill) const;
+  // Hands the whole pages inside [p, p + n) back to the kernel when they lie
+  // in one of the checkpoint's read-only file mappings (madvise
+  // MADV_DONTNEED: they leave this process's resident set and are read from
+  // the file again if touched), so that a tensor copied by Derived is not
+  // resident twice; elsewhere (heap copies, OpenFromMemory) nothing.
+  void ReleasePages(const void* p, size_t n) const;
   // The bytes Derived holds, in all.
   size_t DerivedByteCount() const;
 
