@@ -1,5 +1,6 @@
 #include "blocks/weights.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -76,8 +77,32 @@ Result<ops::Weight> LoadMatrix(const Checkpoint& ckpt, const std::string& name, 
                            std::to_string(cols) + " values, not whole blocks of " +
                            std::to_string(FormatBlockElements(format)));
   }
-  return ops::Weight::Dense(format, t.data, static_cast<size_t>(rows), static_cast<size_t>(cols),
-                            static_cast<size_t>(cols));
+  ops::Weight w = ops::Weight::Dense(format, t.data, static_cast<size_t>(rows), static_cast<size_t>(cols),
+                                     static_cast<size_t>(cols));
+  if (HasSteps8Layout(format) && ops::PrefersSteps8Layout(format) && w.rows > 0 && w.cols > 0) {
+    // Repacked once for this CPU's kernels (tensor/matrix.h, WeightLayout::kSteps8), rows 64-byte aligned;
+    // the checkpoint keeps the copy and releases the file's pages of the original.
+    const size_t rb = RoundUp(w.row_bytes, 64);
+    const ops::Weight src = w;
+    const uint8_t* p = ckpt.Derived(
+        StrFormat("%s|steps8|%zu|%zu", name.c_str(), w.rows, w.cols), w.rows * rb, [&](uint8_t* dst) {
+          // The source's pages are released as the rows are done, ~1 MiB at a time, so that the peak
+          // resident set is the file's plus ~1 MiB, not plus the largest matrix.
+          const size_t chunk = std::max<size_t>(1, (size_t{1} << 20) / src.row_bytes);
+          for (size_t r0 = 0; r0 < src.rows; r0 += chunk) {
+            const size_t r1 = std::min(src.rows, r0 + chunk);
+            for (size_t r = r0; r < r1; ++r) {
+              RepackRowSteps8(format, src.row(r), src.cols, dst + r * rb);
+              std::memset(dst + r * rb + src.row_bytes, 0, rb - src.row_bytes);
+            }
+            ckpt.ReleasePages(src.data, r1 * src.row_bytes);  // from the start: no page left at a seam
+          }
+        });
+    w.data = p;
+    w.row_bytes = rb;
+    w.layout = WeightLayout::kSteps8;
+  }
+  return w;
 }
 
 Result<ops::Weight> ConvertMatrix(const ops::Weight& w, WeightFormat f,
@@ -93,8 +118,9 @@ Result<ops::Weight> ConvertMatrix(const ops::Weight& w, WeightFormat f,
   }
   std::vector<uint8_t>& bytes = arena->emplace_back(w.rows * rb);
   std::vector<float> row(w.cols);
+  std::vector<uint8_t> blocks(FormatRowBytes(w.format, w.cols));
   for (size_t r = 0; r < w.rows; ++r) {
-    DequantizeRow(w.format, w.row(r), w.cols, row.data());
+    DequantizeRow(w.format, RowAsBlocks(w, r, blocks.data()), w.cols, row.data());
     QuantizeRow(f, row.data(), w.cols, bytes.data() + r * rb);
   }
   return ops::Weight::Dense(f, bytes.data(), w.rows, w.cols, w.cols);

@@ -1,5 +1,6 @@
 // Loading helpers shared by every model: checkpoint tensors become kernel
-// weight views (zero-copy into the mmap) or small owned f32 vectors.
+// weight views (zero-copy into the mmap, or a load-time repack the
+// checkpoint owns) or small owned f32 vectors.
 #pragma once
 
 #include <span>
@@ -28,7 +29,13 @@ Status CheckFiniteOutput(std::span<const float> x, const char* what);
 // A [rows, cols] matrix used in place, in the format of its dtype. A dtype no
 // matrix kernel of this build takes (see SupportedMatrixFormats) is an
 // Unimplemented error naming the tensor. The checkpoint must outlive the
-// returned view.
+// returned view. Where this CPU's MatMul reads a format faster in another
+// layout (ops::PrefersSteps8Layout: Q8_0 and Q4_0 on AVX-512 VNNI), the view
+// is instead a copy in that layout (WeightLayout::kSteps8, rows 64-byte
+// aligned), made once per tensor and kept by the checkpoint
+// (Checkpoint::Derived), whose file pages of the original are then released:
+// the same results, the same resident bytes, at a load-time cost of one pass
+// over the matrix (docs/benchmarks.md).
 Result<ops::Weight> LoadMatrix(const Checkpoint& ckpt, const std::string& name, int64_t rows, int64_t cols);
 // The same for a tensor stored with another shape of rows·cols elements
 // (a 1×1 convolution's [out, in, 1, 1] used as the matrix [out, in]).

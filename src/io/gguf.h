@@ -218,6 +218,8 @@ class GgufFile {
   const GgufTensor* FindTensor(std::string_view name) const;                  // null if absent
   Result<const GgufTensor*> GetTensor(std::string_view name) const;  // NotFound names the tensor and file
   const std::string& path() const { return path_; }
+  // The file's read-only mapping (Open), empty for OpenFromMemory's copy.
+  std::span<const std::byte> mapping() const { return {static_cast<const std::byte*>(map_), map_size_}; }
 
  private:
   GgufFile() = default;

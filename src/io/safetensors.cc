@@ -12,6 +12,7 @@
 #include <cstring>
 #include <filesystem>
 #include <limits>
+#include <new>
 #include <nlohmann/json.hpp>
 #include <tuple>
 
@@ -293,17 +294,71 @@ Checkpoint Checkpoint::FromFile(std::unique_ptr<SafetensorsFile> file) {
   Checkpoint c;
   c.path_ = file->path();
   for (const std::string& name : file->Names()) c.tensors_.emplace(name, file->Get(name).value());
+  if (!file->mapping().empty()) c.mapped_.push_back(file->mapping());
   c.files_.push_back(std::move(file));
   return c;
 }
 
 Checkpoint Checkpoint::FromViews(std::string path, std::map<std::string, TensorView, std::less<>> tensors,
-                                 std::shared_ptr<const void> owner) {
+                                 std::shared_ptr<const void> owner,
+                                 std::vector<std::span<const std::byte>> mapped) {
   Checkpoint c;
   c.path_ = std::move(path);
   c.tensors_ = std::move(tensors);
   c.owner_ = std::move(owner);
+  c.mapped_ = std::move(mapped);
   return c;
+}
+
+const uint8_t* Checkpoint::Derived(std::string_view key, size_t bytes,
+                                   const std::function<void(uint8_t*)>& fill) const {
+  std::lock_guard<std::mutex> lock(derived_->mu);
+  auto it = derived_->buffers.find(key);
+  if (it != derived_->buffers.end()) return it->second.data;
+  DerivedBytes& buf = derived_->buffers[std::string(key)];
+  constexpr size_t kHuge = size_t{2} << 20;
+  // Whole 4 KiB pages from a 2 MiB boundary: the kernel backs the whole 2 MiB runs with huge pages and the
+  // rest with small ones, so nothing is wasted.
+  const size_t mapped = std::max<size_t>((bytes + 4095) / 4096 * 4096, 4096);
+  void* p = mmap(nullptr, mapped + kHuge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) throw std::bad_alloc();
+  // Trim to a 2 MiB aligned start, so that every page can be huge.
+  auto* base = static_cast<uint8_t*>(p);
+  const uintptr_t a = (reinterpret_cast<uintptr_t>(base) + kHuge - 1) / kHuge * kHuge;
+  auto* start = reinterpret_cast<uint8_t*>(a);
+  if (start > base) munmap(base, static_cast<size_t>(start - base));
+  if (const size_t after = static_cast<size_t>(base + mapped + kHuge - (start + mapped)); after > 0)
+    munmap(start + mapped, after);
+  madvise(start, mapped, MADV_HUGEPAGE);  // advice: failure is harmless
+  buf.data = start;
+  buf.size = bytes;
+  buf.mapped = mapped;
+  fill(buf.data);
+  return buf.data;
+}
+
+void Checkpoint::ReleasePages(const void* p, size_t n) const {
+  const auto* s = static_cast<const std::byte*>(p);
+  for (const std::span<const std::byte>& m : mapped_) {
+    if (s < m.data() || s + n > m.data() + m.size()) continue;
+    // The whole pages inside [s, s + n): a neighbour's bytes stay resident.
+    const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+    const uintptr_t lo = (reinterpret_cast<uintptr_t>(s) + page - 1) / page * page;
+    const uintptr_t hi = (reinterpret_cast<uintptr_t>(s) + n) / page * page;
+    if (hi > lo) madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED);  // advice: failure is harmless
+    return;
+  }
+}
+
+Checkpoint::DerivedBytes::~DerivedBytes() {
+  if (data != nullptr) munmap(data, mapped);
+}
+
+size_t Checkpoint::DerivedByteCount() const {
+  std::lock_guard<std::mutex> lock(derived_->mu);
+  size_t n = 0;
+  for (const auto& [key, buf] : derived_->buffers) n += buf.size;
+  return n;
 }
 
 Result<Checkpoint> Checkpoint::Open(const std::string& path) {
@@ -352,6 +407,7 @@ Result<Checkpoint> Checkpoint::Open(const std::string& path) {
     if (it == shards.end()) {
       LFM_ASSIGN_OR_RETURN(auto file, SafetensorsFile::Open((index.parent_path() / shard_name).string()));
       it = shards.emplace(shard_name, file.get()).first;
+      if (!file->mapping().empty()) c.mapped_.push_back(file->mapping());
       c.files_.push_back(std::move(file));
     }
     if (!it->second->Has(name)) {

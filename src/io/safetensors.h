@@ -7,9 +7,13 @@
 // territory, which no parser can prevent).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -57,6 +61,8 @@ class SafetensorsFile {
   std::vector<std::string> Names() const;               // sorted
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
   const std::string& path() const { return path_; }
+  // The file's read-only mapping (Open), empty for OpenFromMemory's copy.
+  std::span<const std::byte> mapping() const { return {static_cast<const std::byte*>(map_), map_size_}; }
 
  private:
   SafetensorsFile() = default;
@@ -90,8 +96,10 @@ class Checkpoint {
   static Checkpoint FromFile(std::unique_ptr<SafetensorsFile> file);
   // A checkpoint over views another reader made (a GGUF release presented under its Hugging Face
   // names): every view must point into memory that `owner` keeps alive.
+  // `mapped`: the read-only file mappings among that memory (see Derived).
   static Checkpoint FromViews(std::string path, std::map<std::string, TensorView, std::less<>> tensors,
-                              std::shared_ptr<const void> owner);
+                              std::shared_ptr<const void> owner,
+                              std::vector<std::span<const std::byte>> mapped = {});
 
   Checkpoint(Checkpoint&&) = default;
   Checkpoint& operator=(Checkpoint&&) = default;
@@ -103,13 +111,47 @@ class Checkpoint {
   std::vector<std::string> Names() const;  // sorted
   const std::string& path() const { return path_; }
 
+  // Owned bytes derived from a tensor at load time (a weight matrix repacked
+  // for the kernels): the first call with `key` maps `bytes` bytes (64-byte
+  // aligned, on transparent huge pages where the kernel grants them), fills
+  // them with fill(dst) and keeps them as long as the checkpoint (they move
+  // with it); every later call with that key returns the same bytes without
+  // calling fill. Safe to call from several threads.
+  const uint8_t* Derived(std::string_view key, size_t bytes, const std::function<void(uint8_t*)>& fill) const;
+  // Hands the whole pages inside [p, p + n) back to the kernel when they lie
+  // in one of the checkpoint's read-only file mappings (madvise
+  // MADV_DONTNEED: they leave this process's resident set and are read from
+  // the file again if touched), so that a tensor copied by Derived is not
+  // resident twice; elsewhere (heap copies, OpenFromMemory) nothing.
+  void ReleasePages(const void* p, size_t n) const;
+  // The bytes Derived holds, in all.
+  size_t DerivedByteCount() const;
+
  private:
   Checkpoint() = default;
+  // An anonymous mapping from a 2 MiB boundary (transparent huge pages where
+  // the kernel grants them: a repacked matrix streams through fewer TLB
+  // entries and longer physically contiguous runs than 4 KiB heap pages).
+  struct DerivedBytes {
+    DerivedBytes() = default;
+    DerivedBytes(const DerivedBytes&) = delete;
+    DerivedBytes& operator=(const DerivedBytes&) = delete;
+    ~DerivedBytes();
+    uint8_t* data = nullptr;
+    size_t size = 0;    // the bytes asked for
+    size_t mapped = 0;  // the bytes mapped
+  };
+  struct DerivedStore {
+    std::mutex mu;
+    std::map<std::string, DerivedBytes, std::less<>> buffers;
+  };
 
   std::string path_;
   std::vector<std::unique_ptr<SafetensorsFile>> files_;  // unique_ptr: views stay valid when moved
   std::shared_ptr<const void> owner_;                    // FromViews: what the views point into
   std::map<std::string, TensorView, std::less<>> tensors_;
+  std::vector<std::span<const std::byte>> mapped_;  // the read-only file mappings the views point into
+  std::unique_ptr<DerivedStore> derived_ = std::make_unique<DerivedStore>();  // Derived's buffers
 };
 
 struct TensorToWrite {

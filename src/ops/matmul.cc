@@ -72,6 +72,12 @@ internal::QuantScratch& internal::ThreadQuantScratch() {
 
 bool HasMatMulKernel(WeightFormat f) { return KernelsFor(f) != nullptr; }
 
+bool PrefersSteps8Layout(WeightFormat f) {
+  if (f == WeightFormat::kQ8_0) return internal::ReadsSteps8Q8_0();
+  if (f == WeightFormat::kQ4_0) return internal::ReadsSteps8Q4_0();
+  return false;
+}
+
 void MatMul(const float* x, size_t m, size_t ldx, const Weight& w, const float* bias, float* y, size_t ldy,
             ThreadTeam& team) {
   KernelsOrDie(w.format).matmul(x, m, ldx, w, bias, y, ldy, team);

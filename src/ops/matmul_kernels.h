@@ -33,6 +33,10 @@ void AccumulateRowQ4_0(const MatrixView& w, size_t row, float* acc);
 void MatMulQ6_K(const float* x, size_t m, size_t ldx, const MatrixView& w, const float* bias, float* y,
                 size_t ldy, ThreadTeam& team);
 void AccumulateRowQ6_K(const MatrixView& w, size_t row, float* acc);
+// Whether the chosen target's Q8_0 / Q4_0 steps read WeightLayout::kSteps8
+// directly (matmul_q8_0.cc, matmul_q4_0.cc).
+bool ReadsSteps8Q8_0();
+bool ReadsSteps8Q4_0();
 
 // The block formats' integer path (matmul_quant-inl.h) quantizes X first:
 // per 32 values, d = amax/127 and q = x·(1/d) rounded to nearest even
@@ -45,9 +49,14 @@ void QuantizeActivations(const float* x, size_t k, int8_t* q, size_t q_stride, f
 // shrunk, so that steady-state MatMul calls do not allocate.
 struct QuantScratch {
   AlignedBuffer<uint8_t> x;
+  AlignedBuffer<uint8_t> w;  // W rows unpacked for a target that does not read their layout
   uint8_t* Reserve(size_t bytes) {
     if (x.size() < bytes) x.Reset(bytes);
     return x.data();
+  }
+  uint8_t* ReserveW(size_t bytes) {
+    if (w.size() < bytes) w.Reset(bytes);
+    return w.data();
   }
 };
 QuantScratch& ThreadQuantScratch();
@@ -84,6 +93,7 @@ QuantScratch& ThreadQuantScratch();
 // The per-target part for a block format: MatMul<Name>Impl and
 // AccumulateRow<Name>Impl from the integer engine of matmul_quant-inl.h.
 #define LFMVOX_DEFINE_QUANT_MATMUL_KERNELS(Name, Fmt)                                                   \
+  bool ReadsSteps8##Name##Impl() { return QReadsSteps8<Fmt>(); }                                        \
   void MatMul##Name##Impl(const float* x, size_t m, size_t ldx, const MatrixView& w, const float* bias, \
                           float* y, size_t ldy, ThreadTeam& team) {                                     \
     QuantMatMulWith<Fmt>(x, m, ldx, w, bias, y, ldy, team);                                             \

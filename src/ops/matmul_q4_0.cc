@@ -20,6 +20,7 @@ namespace HWY_NAMESPACE {
 
 struct Q4_0Blocks {
   static constexpr const char* kName = "Q4_0";
+  static constexpr WeightFormat kFormat = WeightFormat::kQ4_0;
   static constexpr size_t kBlockElems = 32, kBlockBytes = kQ4_0BlockBytes, kGroups = 1;
   static constexpr size_t kScaleAt = 0, kXSideScale = 8;
 #if LFMVOX_QUANT_VNNI
@@ -40,15 +41,22 @@ struct Q4_0Blocks {
   struct Step {
     __m512i p[4];
   };
-  static Step Gather(const uint8_t* blk, size_t n) {
-    const __m512i e = QGatherCodeLanes<kBlockBytes>(blk, 0, 0, n),
-                  o = QGatherCodeLanes<kBlockBytes>(blk, 1, 0, n);
-    const __m512i l = _mm512_unpacklo_epi64(e, o), h = _mm512_unpackhi_epi64(e, o);
+  static Step Split(__m512i l, __m512i h) {
     const __m512i m4 = _mm512_set1_epi8(0x0f);
     return {{_mm512_and_si512(l, m4), _mm512_and_si512(h, m4), _mm512_and_si512(_mm512_srli_epi16(l, 4), m4),
              _mm512_and_si512(_mm512_srli_epi16(h, 4), m4)}};
   }
+  static Step Gather(const uint8_t* blk, size_t n) {
+    const __m512i e = QGatherCodeLanes<kBlockBytes>(blk, 0, 0, n),
+                  o = QGatherCodeLanes<kBlockBytes>(blk, 1, 0, n);
+    return Split(_mm512_unpacklo_epi64(e, o), _mm512_unpackhi_epi64(e, o));
+  }
   static Step DecodeStep(const uint8_t* blk) { return Gather(blk, kStepBlocks); }
+  // WeightLayout::kSteps8 holds L and H as they are.
+  static constexpr size_t kStepCodeBytes = 128;
+  static Step LoadStep8(const uint8_t* codes) {
+    return Split(_mm512_loadu_si512(codes), _mm512_loadu_si512(codes + 64));
+  }
   static Step DecodeTail(const uint8_t* blk, size_t n) { return Gather(blk, n); }
   static int WSide(const Step& /*w*/) { return 0; }
   static QStepI DotStep(const Step& q, int /*ws*/, const uint8_t* xr) {
@@ -156,4 +164,8 @@ HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
 LFMVOX_EXPORT_MATMUL_KERNELS(Q4_0)
+namespace lfmvox::ops {
+HWY_EXPORT(ReadsSteps8Q4_0Impl);
+bool internal::ReadsSteps8Q4_0() { return HWY_DYNAMIC_DISPATCH(ReadsSteps8Q4_0Impl)(); }
+}  // namespace lfmvox::ops
 #endif  // HWY_ONCE

@@ -22,6 +22,7 @@ namespace HWY_NAMESPACE {
 
 struct Q6_KBlocks {
   static constexpr const char* kName = "Q6_K";
+  static constexpr WeightFormat kFormat = WeightFormat::kQ6_K;
   static constexpr size_t kBlockElems = 256, kBlockBytes = kQ6_KBlockBytes, kGroups = 8;
   static constexpr size_t kScaleAt = kQ6_KD, kXSideScale = 32;
   // Group g = 4h + t covers weights 128h + 32t + l, l < 32: low bits in the

@@ -19,6 +19,7 @@ namespace HWY_NAMESPACE {
 
 struct Q8_0Blocks {
   static constexpr const char* kName = "Q8_0";
+  static constexpr WeightFormat kFormat = WeightFormat::kQ8_0;
   static constexpr size_t kBlockElems = 32, kBlockBytes = kQ8_0BlockBytes, kGroups = 1;
   static constexpr size_t kScaleAt = 0, kXSideScale = 0;
 #if LFMVOX_QUANT_VNNI
@@ -46,6 +47,13 @@ struct Q8_0Blocks {
     return s;
   }
   static Step DecodeStep(const uint8_t* blk) { return Gather(blk, kStepBlocks); }
+  // WeightLayout::kSteps8 holds P_0 .. P_3 as they are.
+  static constexpr size_t kStepCodeBytes = 256;
+  static Step LoadStep8(const uint8_t* codes) {
+    Step s;
+    for (size_t i = 0; i < 4; ++i) s.p[i] = _mm512_loadu_si512(codes + 64 * i);
+    return s;
+  }
   static Step DecodeTail(const uint8_t* blk, size_t n) { return Gather(blk, n); }
   static __m512i WSide(const Step& w) {
     const __m512i k128 = _mm512_set1_epi8(static_cast<char>(0x80));
@@ -132,4 +140,8 @@ HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
 LFMVOX_EXPORT_MATMUL_KERNELS(Q8_0)
+namespace lfmvox::ops {
+HWY_EXPORT(ReadsSteps8Q8_0Impl);
+bool internal::ReadsSteps8Q8_0() { return HWY_DYNAMIC_DISPATCH(ReadsSteps8Q8_0Impl)(); }
+}  // namespace lfmvox::ops
 #endif  // HWY_ONCE

@@ -176,6 +176,7 @@ struct QuantArgs {
   const uint8_t* w;
   size_t w_row_bytes;
   size_t blocks;      // W blocks per row
+  bool steps8;        // W in WeightLayout::kSteps8 (tensor/matrix.h)
   const float* bias;  // nullable
   float* y;
   size_t ldy;
@@ -217,10 +218,10 @@ HWY_INLINE void PrefetchBlock(const uint8_t* block) {
 }
 
 // Y[i .. i+R, j .. j+NR) from X rows [i, i + R) and W rows [j, j + NR).
+// w: W row j (a.w + j·rb, or its rows unpacked, see QSweep), rows rb apart.
 template <size_t R, size_t NR, class Fmt>
-HWY_NOINLINE void QTile(const QuantArgs& a, size_t i, size_t j) {
+HWY_NOINLINE void QTile(const QuantArgs& a, size_t i, size_t j, const uint8_t* HWY_RESTRICT w) {
   const size_t rb = a.w_row_bytes;
-  const uint8_t* HWY_RESTRICT w = a.w + j * rb;
   const uint8_t* HWY_RESTRICT x = a.x + i * a.ldx;
   QAcc acc[R][NR];  // acc[r][c]: Y[i + r, j + c]
   HWY_UNROLL(8)
@@ -426,16 +427,32 @@ HWY_INLINE void PrefetchStep(const uint8_t* p) {
   for (size_t o = 0; o < Fmt::kStepBlocks * Fmt::kBlockBytes; o += 64) hwy::Prefetch(p + o);
 }
 
+#if LFMVOX_QUANT_VNNI
+// WeightLayout::kSteps8 (tensor/matrix.h), read by the 512-bit steps: a
+// step's codes are kStepCodeBytes contiguous bytes, whole registers
+// (Fmt::LoadStep8), and its 8 f16 d_w 16 bytes after its group.s codes,
+// widened exactly and put in the lanes of QLoadFullStepScales: the same
+// values in the same lanes as the file's layout gives, so both layouts give
+// the same bits.
+HWY_INLINE QStepF QLoadStep8Scales(const uint8_t* p) {
+  const __m256 f = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  const __m512i idx = _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
+  return _mm512_permutexvar_ps(idx, _mm512_castps256_ps512(f));
+}
+#endif
+
 // ws: the decoder's W-side term of the step (WSide), shared by the X rows.
 template <class Fmt, class WS>
 HWY_INLINE QStepF QStepAcc(const typename Fmt::Step& codes, WS ws, QStepF dw, const uint8_t* xr, QStepF acc) {
   return QStepMulAdd(Fmt::DotStep(codes, ws, xr), QStepMul(dw, QStepLoadF(xr + Fmt::kDxAt)), acc);
 }
 
-template <size_t R, size_t NR, class Fmt>
-HWY_NOINLINE void QTileSteps(const QuantArgs& a, size_t i, size_t j) {
+// kSteps8: W in WeightLayout::kSteps8 (QReadsSteps8<Fmt>()): the same steps
+// in the same order, each decoded from its aligned registers; the tail
+// blocks are at the same offset in both layouts (a step is 8 blocks' bytes).
+template <size_t R, size_t NR, class Fmt, bool kSteps8 = false>
+HWY_NOINLINE void QTileSteps(const QuantArgs& a, size_t i, size_t j, const uint8_t* HWY_RESTRICT w) {
   const size_t rb = a.w_row_bytes;
-  const uint8_t* HWY_RESTRICT w = a.w + j * rb;
   const uint8_t* HWY_RESTRICT x = a.x + i * a.ldx;
   constexpr size_t kS = Fmt::kStepBlocks, kSB = kS * Fmt::kBlockBytes, kXB = Fmt::kRecordBytes;
   QStepF acc[R][NR];  // acc[r][c]: Y[i + r, j + c]
@@ -446,10 +463,33 @@ HWY_NOINLINE void QTileSteps(const QuantArgs& a, size_t i, size_t j) {
   }
   const size_t steps = a.blocks / kS;
   for (size_t p = 0; p < steps; ++p) {
-    HWY_UNROLL(8)
-    for (size_t c = 0; c < NR; ++c) PrefetchStep<Fmt>(w + (c + NR) * rb + p * kSB);
     // W row outer, X row inner: one decoded step and its d_w live; each X
     // row's record parts come from L1 as memory operands.
+#if LFMVOX_QUANT_VNNI
+    if constexpr (kSteps8) {
+      constexpr size_t kC = Fmt::kStepCodeBytes;
+      const size_t at = Steps8CodesAt(p, steps, kC), scales = Steps8ScalesAt(p, steps, kC);
+      HWY_UNROLL(8)
+      for (size_t c = 0; c < NR; ++c) {
+        const uint8_t* next = w + (c + NR) * rb;
+        for (size_t o = 0; o < kC; o += 64) hwy::Prefetch(next + at + o);
+        hwy::Prefetch(next + scales);
+      }
+      HWY_UNROLL(8)
+      for (size_t c = 0; c < NR; ++c) {
+        const uint8_t* row = w + c * rb;
+        const typename Fmt::Step codes = Fmt::LoadStep8(row + at);
+        const auto ws = Fmt::WSide(codes);
+        const QStepF dw = QLoadStep8Scales(row + scales);
+        HWY_UNROLL(8)
+        for (size_t r = 0; r < R; ++r)
+          acc[r][c] = QStepAcc<Fmt>(codes, ws, dw, x + r * a.ldx + kXB * p, acc[r][c]);
+      }
+      continue;
+    }
+#endif
+    HWY_UNROLL(8)
+    for (size_t c = 0; c < NR; ++c) PrefetchStep<Fmt>(w + (c + NR) * rb + p * kSB);
     HWY_UNROLL(8)
     for (size_t c = 0; c < NR; ++c) {
       const uint8_t* blk = w + c * rb + p * kSB;
@@ -509,6 +549,16 @@ constexpr bool QSteps() {
 #endif
 }
 
+// Whether Fmt's steps read WeightLayout::kSteps8 directly on this target
+// (otherwise QSweep unpacks a kSteps8 W's rows before its tiles).
+template <class Fmt>
+constexpr bool QReadsSteps8() {
+#if LFMVOX_QUANT_VNNI
+  if constexpr (requires { Fmt::kStepCodeBytes; }) return true;
+#endif
+  return false;
+}
+
 // The tile rows (kQMR) and the W rows a tile for R X rows (kQNrForR) of Fmt.
 template <class Fmt>
 constexpr size_t QMR() {
@@ -540,34 +590,55 @@ constexpr unsigned QDotShift() {
   }
 }
 
+// w: W row j in the layout the tile reads (see QSweep).
 template <size_t R, size_t NR, class Fmt>
-HWY_INLINE void QTileAny(const QuantArgs& a, size_t i, size_t j) {
+HWY_INLINE void QTileAny(const QuantArgs& a, size_t i, size_t j, const uint8_t* w) {
 #if LFMVOX_QUANT_INTRINSICS
   if constexpr (QSteps<Fmt>()) {
-    QTileSteps<R, NR, Fmt>(a, i, j);
+    if constexpr (QReadsSteps8<Fmt>()) {
+      if (a.steps8) return QTileSteps<R, NR, Fmt, true>(a, i, j, w);
+    }
+    QTileSteps<R, NR, Fmt>(a, i, j, w);
   } else  // NOLINT(readability/braces)
 #endif
   {
-    QTile<R, NR, Fmt>(a, i, j);
+    QTile<R, NR, Fmt>(a, i, j, w);
   }
 }
 
 template <size_t NR, size_t R, size_t MaxR, class Fmt>
-HWY_INLINE void QTileRows(const QuantArgs& a, size_t rows, size_t i, size_t j) {
+HWY_INLINE void QTileRows(const QuantArgs& a, size_t rows, size_t i, size_t j, const uint8_t* w) {
   if constexpr (R <= MaxR) {
-    if (rows == R) return QTileAny<R, NR, Fmt>(a, i, j);
-    QTileRows<NR, R + 1, MaxR, Fmt>(a, rows, i, j);
+    if (rows == R) return QTileAny<R, NR, Fmt>(a, i, j, w);
+    QTileRows<NR, R + 1, MaxR, Fmt>(a, rows, i, j, w);
   }
+}
+
+// W rows [j, j + nr) for the tiles: in place, or, for a kSteps8 W on a target
+// whose steps do not read that layout, unpacked into the thread's scratch
+// (the same bytes as the file's layout, so the same results; rows rb apart).
+template <class Fmt>
+HWY_INLINE const uint8_t* QTileW(const QuantArgs& a, size_t j, size_t nr) {
+  const uint8_t* w = a.w + j * a.w_row_bytes;
+  if (QReadsSteps8<Fmt>() || !a.steps8) return w;
+  uint8_t* buf = internal::ThreadQuantScratch().ReserveW(nr * a.w_row_bytes);
+  for (size_t c = 0; c < nr; ++c) {
+    UnpackRowSteps8(Fmt::kFormat, w + c * a.w_row_bytes, a.blocks * Fmt::kBlockElems,
+                    buf + c * a.w_row_bytes);
+  }
+  return buf;
 }
 
 template <size_t NR, size_t MinR, size_t MaxR, class Fmt>
 void QSweep(const QuantArgs& a, size_t i0, size_t i1, size_t j0, size_t j1) {
   size_t j = j0;
   for (; j + NR <= j1; j += NR) {
-    for (size_t i = i0; i < i1; i += MaxR) QTileRows<NR, MinR, MaxR, Fmt>(a, std::min(MaxR, i1 - i), i, j);
+    const uint8_t* w = QTileW<Fmt>(a, j, NR);
+    for (size_t i = i0; i < i1; i += MaxR) QTileRows<NR, MinR, MaxR, Fmt>(a, std::min(MaxR, i1 - i), i, j, w);
   }
   for (; j < j1; ++j) {
-    for (size_t i = i0; i < i1; i += MaxR) QTileRows<1, MinR, MaxR, Fmt>(a, std::min(MaxR, i1 - i), i, j);
+    const uint8_t* w = QTileW<Fmt>(a, j, 1);
+    for (size_t i = i0; i < i1; i += MaxR) QTileRows<1, MinR, MaxR, Fmt>(a, std::min(MaxR, i1 - i), i, j, w);
   }
 }
 
@@ -595,6 +666,8 @@ void QuantMatMulWith(const float* x, size_t m, size_t ldx, const MatrixView& w, 
   if (m == 0 || w.rows == 0) return;
   const size_t k = w.cols;
   if (k % Fmt::kBlockElems != 0) HWY_ABORT("ops: %s rows of %zu values are not whole blocks", Fmt::kName, k);
+  if (w.layout == WeightLayout::kSteps8 && !HasSteps8Layout(w.format))
+    HWY_ABORT("ops: %s has no kSteps8 layout", Fmt::kName);
   if (k == 0) {
     for (size_t i = 0; i < m; ++i) {
       for (size_t j = 0; j < w.rows; ++j) y[i * ldy + j] = bias != nullptr ? bias[j] : 0.0f;
@@ -642,6 +715,7 @@ void QuantMatMulWith(const float* x, size_t m, size_t ldx, const MatrixView& w, 
   a.w = static_cast<const uint8_t*>(w.data);
   a.w_row_bytes = w.row_bytes;
   a.blocks = k / Fmt::kBlockElems;
+  a.steps8 = w.layout == WeightLayout::kSteps8;
   a.bias = bias;
   a.y = y;
   a.ldy = ldy;
@@ -654,10 +728,11 @@ template <class Fmt>
 void QuantAccumulateRowWith(const MatrixView& w, size_t row, float* acc) {
   constexpr size_t kChunk = 256;  // a multiple of every block
   HWY_ALIGN float buf[kChunk];
-  const uint8_t* p = w.row(row);
+  uint8_t blocks[kChunk / Fmt::kBlockElems * Fmt::kBlockBytes];
   for (size_t c = 0; c < w.cols; c += kChunk) {
     const size_t n = std::min(kChunk, w.cols - c);
-    DequantizeRow(w.format, p + c / Fmt::kBlockElems * Fmt::kBlockBytes, n, buf);
+    CopyBlocksOfRow(w, row, c / Fmt::kBlockElems, n / Fmt::kBlockElems, blocks);
+    DequantizeRow(w.format, blocks, n, buf);
     for (size_t i = 0; i < n; ++i) acc[c + i] += buf[i];
   }
 }

@@ -22,7 +22,8 @@ namespace {
 // dequantized values).
 std::vector<float> WeightRow(const Weight& w, size_t row) {
   std::vector<float> out(w.cols);
-  DequantizeRow(w.format, w.row(row), w.cols, out.data());
+  std::vector<uint8_t> buf(FormatRowBytes(w.format, w.cols));
+  DequantizeRow(w.format, RowAsBlocks(w, row, buf.data()), w.cols, out.data());
   return out;
 }
 
@@ -75,7 +76,12 @@ namespace {
 // multiplies: Q8_0 qs, Q4_0 nibble − 8, Q6_K (code − 32)·sub-scale; the f32
 // factor d_w left out (returned).
 float WeightGroupInts(const Weight& w, size_t row, size_t g, int32_t* out) {
-  const uint8_t* p = w.row(row);
+  // The group's block as the file has it (either layout).
+  uint8_t block[kQ6_KBlockBytes];
+  const size_t b0 = g / (FormatBlockElements(w.format) / 32);
+  if (w.format == WeightFormat::kQ8_0 || w.format == WeightFormat::kQ4_0 || w.format == WeightFormat::kQ6_K)
+    CopyBlocksOfRow(w, row, b0, 1, block);
+  const uint8_t* b = block;
   auto half = [](const uint8_t* h) {
     uint16_t v;
     std::memcpy(&v, h, 2);
@@ -83,12 +89,10 @@ float WeightGroupInts(const Weight& w, size_t row, size_t g, int32_t* out) {
   };
   switch (w.format) {
     case WeightFormat::kQ8_0: {
-      const uint8_t* b = p + g * kQ8_0BlockBytes;
       for (size_t j = 0; j < 32; ++j) out[j] = static_cast<int8_t>(b[2 + j]);
       return half(b);
     }
     case WeightFormat::kQ4_0: {
-      const uint8_t* b = p + g * kQ4_0BlockBytes;
       for (size_t j = 0; j < 16; ++j) {
         out[j] = (b[2 + j] & 15) - 8;
         out[j + 16] = (b[2 + j] >> 4) - 8;
@@ -96,7 +100,6 @@ float WeightGroupInts(const Weight& w, size_t row, size_t g, int32_t* out) {
       return half(b);
     }
     case WeightFormat::kQ6_K: {
-      const uint8_t* b = p + g / 8 * kQ6_KBlockBytes;
       // Element e of the block, from the layout in tensor/quant.h.
       for (size_t j = 0; j < 32; ++j) {
         const size_t e = g % 8 * 32 + j, h = e / 128, t = e % 128 / 32, l = e % 32;

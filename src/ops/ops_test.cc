@@ -525,6 +525,129 @@ TEST(MatMulQuant, AccumulateRowIsExactDequantizationEveryTarget) {
   });
 }
 
+// WeightLayout::kSteps8 (tensor/matrix.h) of a QuantCase's W: rows repacked
+// at a stride rounded up to 64 bytes plus `pad`, at an aligned buffer + off.
+struct Steps8Copy {
+  Steps8Copy(const QuantCase& c, size_t off, size_t pad)
+      : rb(RoundUp(FormatRowBytes(c.f, c.k), 64) + pad), bytes(c.n * rb + off + 64) {
+    w = c.W();
+    w.data = bytes.data() + off;
+    w.row_bytes = rb;
+    w.layout = WeightLayout::kSteps8;
+    for (size_t r = 0; r < c.n; ++r) RepackRowSteps8(c.f, c.W().row(r), c.k, bytes.data() + off + r * rb);
+  }
+  size_t rb;
+  AlignedBuffer<uint8_t> bytes;
+  Weight w;
+};
+
+// The layout's definition: code byte 8·i + e of block 8p + j at byte
+// 64·i + 8·j + e of step p's codes, steps in groups of 4 with the group's f16
+// d after its codes, the tail blocks as they are; unpacking, CopyBlocksOfRow and DequantizeMatrix give
+// the file's bytes and values back; the row keeps its size.
+TEST(MatMulQuant, Steps8LayoutIsItsDefinitionAndRoundTrips) {
+  Rng rng(14);
+  for (WeightFormat f : {WeightFormat::kQ8_0, WeightFormat::kQ4_0}) {
+    const size_t bb = FormatRowBytes(f, 32), q = bb - 2;
+    // 0 to 9 steps (groups of 1 to 4), with 0 to 7 tail blocks.
+    for (size_t k : {32, 96, 224, 256, 288, 480, 512, 1024, 1312, 2016, 2048, 2080}) {
+      QuantCase c(f, 1, 3, k, 1, 3, rng);
+      Steps8Copy s(c, 5, 7);
+      const size_t nb = k / 32, steps = nb / 8;
+      for (size_t r = 0; r < c.n; ++r) {
+        const uint8_t* blocks = c.W().row(r);
+        const uint8_t* row = s.w.row(r);
+        for (size_t b = 0; b < nb; ++b) {
+          const uint8_t* blk = blocks + b * bb;
+          const size_t p = b / 8, j = b % 8;
+          // Step p's group of 4 (fewer at the end): its codes, then its scales.
+          const size_t g = p / 4, in_group = std::min<size_t>(4, steps - 4 * g);
+          const size_t codes = g * (32 * q + 64) + p % 4 * 8 * q;
+          const size_t scales = g * (32 * q + 64) + in_group * 8 * q + p % 4 * 16;
+          if (p < steps) {
+            for (size_t i = 0; i < q / 8; ++i) {
+              for (size_t e = 0; e < 8; ++e)
+                ASSERT_EQ(row[codes + 64 * i + 8 * j + e], blk[2 + 8 * i + e]) << WeightFormatName(f);
+            }
+            ASSERT_EQ(std::memcmp(row + scales + 2 * j, blk, 2), 0) << WeightFormatName(f);
+          } else {
+            ASSERT_EQ(std::memcmp(row + b * bb, blk, bb), 0) << WeightFormatName(f) << " tail block " << b;
+          }
+        }
+        std::vector<uint8_t> back(nb * bb), some(3 * bb);
+        UnpackRowSteps8(f, row, k, back.data());
+        ASSERT_EQ(std::memcmp(back.data(), blocks, nb * bb), 0) << WeightFormatName(f) << " k=" << k;
+        for (size_t b0 = 0; b0 + 3 <= nb; b0 += 5) {
+          CopyBlocksOfRow(s.w, r, b0, 3, some.data());
+          ASSERT_EQ(std::memcmp(some.data(), blocks + b0 * bb, 3 * bb), 0) << WeightFormatName(f);
+        }
+      }
+      std::vector<float> deq(c.n * k);
+      DequantizeMatrix(s.w, deq.data());
+      for (size_t i = 0; i < deq.size(); ++i) ASSERT_TRUE(SameBits(deq[i], c.wf[i])) << WeightFormatName(f);
+      // PackWeight (the convolutions' panels) reads a repacked W as the same matrix.
+      const PackedWeight pa = PackWeight(s.w), pb = PackWeight(c.W());
+      ASSERT_EQ(pa.data.size(), pb.data.size());
+      ASSERT_EQ(std::memcmp(pa.data.data(), pb.data.data(), pa.data.size()), 0) << WeightFormatName(f);
+    }
+  }
+  EXPECT_FALSE(HasSteps8Layout(WeightFormat::kQ6_K));
+  EXPECT_FALSE(PrefersSteps8Layout(WeightFormat::kQ6_K));
+  EXPECT_FALSE(PrefersSteps8Layout(WeightFormat::kBF16));
+}
+
+// MatMul on a kSteps8 W gives the bits it gives on the file's layout, on every
+// target (AVX3_DL reads it directly, with the same values in the same lanes;
+// the others unpack rows first), for every shape of the integer path, and so
+// batched == alone holds on it too (checked again directly: each X row alone,
+// and in chunks, against the whole batch). The scalar reference reads it as
+// the same matrix, and AccumulateRow adds the same values.
+TEST(MatMulQuant, Steps8LayoutSameBitsAsBlocksEveryTarget) {
+  ThreadTeam team1(1), team2(2);
+  ForEachTarget([&] {
+    Rng rng(15);
+    for (WeightFormat f : {WeightFormat::kQ8_0, WeightFormat::kQ4_0}) {
+      auto shapes = QuantShapes(f);
+      shapes.push_back({37, 21, 2080});
+      shapes.push_back({37, 21, 2016});
+      for (const auto& [m, n, k] : shapes) {
+        QuantCase c(f, m, n, k, (m + k / 32) % 4, m % 2 == 0 ? 0 : 7, rng);
+        Steps8Copy s(c, m % 3 == 0 ? 0 : 64 * (m % 3), m % 2 == 0 ? 0 : 64);
+        std::vector<float> want(m * n), got(m * n, kNaN), part(m * n, kNaN);
+        MatMul(c.x.p, m, c.ldx, c.W(), c.bias.p, want.data(), n, m % 2 ? team2 : team1);
+        MatMul(c.x.p, m, c.ldx, s.w, c.bias.p, got.data(), n, m % 2 ? team1 : team2);
+        for (size_t i = 0; i < m; ++i)
+          MatMul(c.x.p + i * c.ldx, 1, c.ldx, s.w, c.bias.p, part.data() + i * n, n, team1);
+        for (size_t at = 0; at < m * n; ++at) {
+          ASSERT_TRUE(SameBits(got[at], want[at]))
+              << WeightFormatName(f) << " m=" << m << " n=" << n << " k=" << k << " at " << at << ": "
+              << got[at] << " vs " << want[at];
+          ASSERT_TRUE(SameBits(part[at], want[at])) << WeightFormatName(f) << " alone, m=" << m << " k=" << k;
+        }
+        if (m == 37) {
+          for (size_t i0 = 0; i0 < m; i0 += 6)
+            MatMul(c.x.p + i0 * c.ldx, std::min<size_t>(6, m - i0), c.ldx, s.w, c.bias.p,
+                   part.data() + i0 * n, n, team2);
+          for (size_t at = 0; at < m * n; ++at)
+            ASSERT_TRUE(SameBits(part[at], want[at])) << WeightFormatName(f) << " chunks of 6, k=" << k;
+        }
+        if (m <= 2) {
+          std::vector<float> ra(m * n), rb(m * n);
+          ref::MatMulQuantized(c.x.p, m, c.ldx, c.W(), c.bias.p, ra.data(), n, nullptr);
+          ref::MatMulQuantized(c.x.p, m, c.ldx, s.w, c.bias.p, rb.data(), n, nullptr);
+          for (size_t at = 0; at < m * n; ++at) ASSERT_TRUE(SameBits(ra[at], rb[at])) << WeightFormatName(f);
+          for (size_t row = 0; row < n; ++row) {
+            std::vector<float> a(k, 0.5f), b(k, 0.5f);
+            AccumulateRow(c.W(), row, a.data());
+            AccumulateRow(s.w, row, b.data());
+            for (size_t i = 0; i < k; ++i) ASSERT_TRUE(SameBits(a[i], b[i])) << WeightFormatName(f);
+          }
+        }
+      }
+    }
+  });
+}
+
 // PackedMatMul (a PackWeight of every plain format) against ref::MatMul, and
 // its determinism contract. Sizes cross the tile (6, 8 rows), panel (16 columns),
 // k block (128-512) and row block (768 AVX-512, 192 AVX2) boundaries, and (n up to 150: 10 panels)

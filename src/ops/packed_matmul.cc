@@ -321,8 +321,9 @@ PackedWeight PackWeight(const Weight& w) {
   p.data.Reset(p.panels() * panel * sizeof(float));
   auto* dst = reinterpret_cast<float*>(p.data.data());
   std::vector<float> row(k);
+  std::vector<uint8_t> blocks(FormatRowBytes(w.format, k));  // a repacked row as the file's blocks
   for (size_t j = 0; j < w.rows; ++j) {
-    DequantizeRow(w.format, w.row(j), k, row.data());
+    DequantizeRow(w.format, RowAsBlocks(w, j, blocks.data()), k, row.data());
     float* col = dst + j / kPackedPanel * panel + j % kPackedPanel;
     for (size_t q = 0; q < k; ++q) col[q * kPackedPanel] = row[q];
   }

@@ -44,6 +44,25 @@ bool WeightFormatForDType(DType t, WeightFormat* out);
 // the format's blocks (32 for Q8_0 and Q4_0, 256 for Q6_K).
 size_t FormatRowBytes(WeightFormat f, size_t cols);
 
+// How a row of a block format holds its blocks.
+//   kBlocks: as GGUF stores them, whole blocks in order (the only layout of
+//     a file, of Q6_K and of the plain formats).
+//   kSteps8 (Q8_0 and Q4_0 only; made at load time by RepackRowSteps8 in
+//     tensor/quant.h for the kernels that read it): a row of nb blocks is
+//     s = nb / 8 steps of 8 blocks, then t = nb % 8 tail blocks. A step's
+//     codes are C = 256 (Q8_0) or 128 (Q4_0) bytes: byte 64·i + 8·j + e is
+//     code byte 8·i + e of block 8p + j (j, e < 8; i < C / 64), so each 64
+//     bytes are one vector register of the 512-bit step kernels, 128-bit
+//     lane c holding blocks 2c and 2c + 1; its d are 16 bytes, the 8 f16 in
+//     block order. The steps go in groups of 4 (the last one of s % 4 if
+//     that is not 0): a group of G steps is their G·C code bytes, then their
+//     G·16 scale bytes (Steps8CodesAt, Steps8ScalesAt in tensor/quant.h), so
+//     that a row is read front to back, the scales of 4 steps one cache
+//     line. Then the t tail blocks as kBlocks has them. A row is as many
+//     bytes as in kBlocks (C + 16 = 8 blocks); the stride may be padded, so
+//     that rows start aligned.
+enum class WeightLayout : uint8_t { kBlocks, kSteps8 };
+
 // A non-owning view of W[rows, cols], row r at data + r·row_bytes. Rows may be
 // longer than cols elements (a view of some columns of a wider matrix); for a
 // block format cols is whole blocks, and a block's scales are in the block.
@@ -53,6 +72,7 @@ struct MatrixView {
   size_t rows = 0;
   size_t cols = 0;
   size_t row_bytes = 0;  // stride between rows, in bytes
+  WeightLayout layout = WeightLayout::kBlocks;
 
   // User-declared so that the struct is no aggregate: a brace list in the old
   // element-stride order cannot compile into a wrong view.

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "tensor/dtype.h"
 
@@ -256,7 +257,72 @@ void QuantizeMatrix(WeightFormat f, const float* in, size_t rows, size_t cols, s
 }
 
 void DequantizeMatrix(const MatrixView& w, float* out) {
-  for (size_t r = 0; r < w.rows; ++r) DequantizeRow(w.format, w.row(r), w.cols, out + r * w.cols);
+  std::vector<uint8_t> buf(w.layout == WeightLayout::kBlocks ? 0 : FormatRowBytes(w.format, w.cols));
+  for (size_t r = 0; r < w.rows; ++r)
+    DequantizeRow(w.format, RowAsBlocks(w, r, buf.data()), w.cols, out + r * w.cols);
+}
+
+namespace {
+
+// Code bytes of one block of a kSteps8 format.
+size_t Steps8Codes(WeightFormat f) { return f == WeightFormat::kQ8_0 ? 32 : 16; }
+
+// One row between kBlocks (`blocks`) and kSteps8 (`steps`), either way:
+// kRepack reads blocks and writes steps, else the reverse.
+template <bool kRepack, class In, class Out>
+void Steps8Row(WeightFormat f, In* blocks, Out* steps, size_t cols) {
+  const size_t bb = FormatRowBytes(f, 32), q = Steps8Codes(f), nb = cols / 32, s = nb / 8;
+  auto copy = [](auto* to, auto* from, size_t n) {
+    if constexpr (kRepack) {
+      std::memcpy(to, from, n);
+    } else {
+      std::memcpy(from, to, n);
+    }
+  };
+  for (size_t p = 0; p < s; ++p) {
+    for (size_t j = 0; j < 8; ++j) {
+      auto* block = blocks + (8 * p + j) * bb;
+      copy(steps + Steps8ScalesAt(p, s, 8 * q) + 2 * j, block, 2);  // d
+      for (size_t i = 0; i < q / 8; ++i)
+        copy(steps + Steps8CodesAt(p, s, 8 * q) + 64 * i + 8 * j, block + 2 + 8 * i, 8);
+    }
+  }
+  copy(steps + 8 * bb * s, blocks + 8 * bb * s, (nb - 8 * s) * bb);  // the tail blocks, as they are
+}
+
+}  // namespace
+
+void RepackRowSteps8(WeightFormat f, const uint8_t* src, size_t cols, uint8_t* dst) {
+  Steps8Row<true>(f, src, dst, cols);
+}
+void UnpackRowSteps8(WeightFormat f, const uint8_t* src, size_t cols, uint8_t* dst) {
+  Steps8Row<false>(f, dst, src, cols);
+}
+
+void CopyBlocksOfRow(const MatrixView& w, size_t r, size_t b0, size_t n, uint8_t* out) {
+  const size_t bb = FormatRowBytes(w.format, FormatBlockElements(w.format));
+  const uint8_t* row = w.row(r);
+  if (w.layout == WeightLayout::kBlocks) {
+    std::memcpy(out, row + b0 * bb, n * bb);
+    return;
+  }
+  const size_t q = Steps8Codes(w.format), s = w.cols / 32 / 8;
+  for (size_t b = b0; b < b0 + n; ++b, out += bb) {
+    const size_t p = b / 8, j = b % 8;
+    if (p >= s) {
+      std::memcpy(out, row + b * bb, bb);  // a tail block, as it is
+      continue;
+    }
+    std::memcpy(out, row + Steps8ScalesAt(p, s, 8 * q) + 2 * j, 2);
+    for (size_t i = 0; i < q / 8; ++i)
+      std::memcpy(out + 2 + 8 * i, row + Steps8CodesAt(p, s, 8 * q) + 64 * i + 8 * j, 8);
+  }
+}
+
+const uint8_t* RowAsBlocks(const MatrixView& w, size_t r, uint8_t* buf) {
+  if (w.layout == WeightLayout::kBlocks) return w.row(r);
+  UnpackRowSteps8(w.format, w.row(r), w.cols, buf);
+  return buf;
 }
 
 }  // namespace lfmvox

@@ -337,8 +337,18 @@ try {
     await context.close();
   });
 
-  await test('turn detection the server lacks: the page falls back to push to talk', async () => {
-    const { context, page, problems } = await open('?vad=semantic_vad');
+  await test('semantic_vad is taken as asked; a turn detection the server lacks falls back to push to talk', async () => {
+    {
+      const { context, page, problems } = await open('?vad=semantic_vad');
+      await page.click('#start');
+      await page.waitForFunction(() => window.lfmvoxStats.mode !== '', null, { timeout: 30000 });
+      const s = await stats(page);
+      assert.equal(s.mode, 'semantic_vad');
+      assert.equal(s.errors.length, 0);
+      assert.deepEqual(problems, []);
+      await context.close();
+    }
+    const { context, page, problems } = await open('?vad=neural_vad');
     await page.click('#start');
     await page.waitForFunction(() => window.lfmvoxStats.mode !== '', null, { timeout: 30000 });
     const s = await stats(page);

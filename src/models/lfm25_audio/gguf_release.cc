@@ -242,6 +242,14 @@ Result<DType> DTypeForGgml(const GgufTensor& t, const std::string& path) {
 
 struct OpenFiles {
   std::vector<std::unique_ptr<GgufFile>> files;
+  // The files' read-only mappings, for Checkpoint::FromViews.
+  std::vector<std::span<const std::byte>> Mappings() const {
+    std::vector<std::span<const std::byte>> m;
+    for (const auto& f : files) {
+      if (!f->mapping().empty()) m.push_back(f->mapping());
+    }
+    return m;
+  }
 };
 
 // Adds every tensor of `f` that `to_hf` names to `out` under that name.
@@ -769,9 +777,11 @@ Result<Lfm25GgufModel> OpenLfm25GgufRelease(const Lfm25GgufFiles& paths, bool wa
     if (detok != nullptr) LFM_RETURN_IF_ERROR(AddTensors(*detok, Lfm2ToHf, &d));
     LFM_ASSIGN_OR_RETURN(out.detokenizer_config,
                          DetokenizerConfig(merged ? *vocoder : *detok, *vocoder, merged));
-    out.detokenizer = Checkpoint::FromViews(merged ? paths.vocoder : paths.detokenizer, std::move(d), owner);
+    out.detokenizer = Checkpoint::FromViews(merged ? paths.vocoder : paths.detokenizer, std::move(d), owner,
+                                            owner->Mappings());
   }
-  if (want_main) out.weights.emplace(Checkpoint::FromViews(out.where, std::move(main), owner));
+  if (want_main)
+    out.weights.emplace(Checkpoint::FromViews(out.where, std::move(main), owner, owner->Mappings()));
   return out;
 }
 
@@ -787,7 +797,8 @@ Result<Lfm2Gguf> OpenLfm2Gguf(const std::string& path) {
   LFM_RETURN_IF_ERROR(AddTensors(*f, Lfm2ToHf, &t));
   owner->files.push_back(std::move(f));
   LFM_ASSIGN_OR_RETURN(Lfm2Config c, Lfm2Config::FromJson(j, path + " (GGUF metadata)"));
-  return Lfm2Gguf{std::move(c), Checkpoint::FromViews(path, std::move(t), owner)};
+  std::vector<std::span<const std::byte>> mapped = owner->Mappings();
+  return Lfm2Gguf{std::move(c), Checkpoint::FromViews(path, std::move(t), owner, std::move(mapped))};
 }
 
 // --- Writing ----------------------------------------------------------------------------
