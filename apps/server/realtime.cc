@@ -914,6 +914,7 @@ net::awaitable<void> ServeRealtime(beast::tcp_stream& stream,
   self->answer_pending = false;  // no VAD turn is answered after the client left
   if (self->job) self->job->Cancel();
   for (const auto& t : self->transcribing) t->Cancel();
+  self->DropPendingEnd();  // a semantic_vad check in flight
   // Let the queued events (the last error) go out, then close.
   for (int i = 0; i < 200 && self->writing; ++i) {
     net::steady_timer t(stream.get_executor(), std::chrono::milliseconds(10));
