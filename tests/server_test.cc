@@ -1844,6 +1844,17 @@ TEST(ServerWeb, PageIsEmbeddedAndRealtimeUpgradesAreChecked) {
 
 // ---- request bodies: JSON within depth and value limits (request_parse.h) ----
 
+// semantic_vad's end-of-turn test on the model's transcript of the turn so far.
+TEST(ServerVad, EndsLikeASentence) {
+  for (const char* yes : {"Hello there.", "Is it?", "Go!", "He said \"stop.\"", "(Done.) ", "Wait\u2026",
+                          "\u597d\u3002", "\u5417\uff1f", "\u554a\uff01\n"}) {
+    EXPECT_TRUE(EndsLikeASentence(yes)) << yes;
+  }
+  for (const char* no : {"", " ", "\n\n", "and then", "so,", "Hello there", "\"", "e.g", "3 -"}) {
+    EXPECT_FALSE(EndsLikeASentence(no)) << no;
+  }
+}
+
 TEST(ServerCodec, RequestJsonLimits) {
   nlohmann::json j;
   const std::string ok_depth = std::string(kMaxJsonDepth - 1, '[') + std::string(kMaxJsonDepth - 1, ']');

@@ -1,7 +1,6 @@
 #include "realtime.h"
 
 #include <algorithm>
-#include <cctype>
 #include <cstdio>
 #include <deque>
 #include <memory>
@@ -12,6 +11,7 @@
 
 #include "codec_util.h"
 #include "lfmvox/audio_io.h"
+#include "request_parse.h"
 #include "vad.h"
 
 namespace lfmvox::server {
@@ -438,21 +438,6 @@ bool Session::UpdateSemanticVad(const json& td, const std::string& where) {
                     {"create_response", create},
                     {"interrupt_response", interrupt}};
   return true;
-}
-
-// Whether a transcript reads as a finished sentence: its last character, past white space and closing
-// quotes or brackets, ends one (. ? ! … and the full-width 。？！).
-bool EndsLikeASentence(std::string_view t) {
-  while (!t.empty() && (std::isspace(static_cast<unsigned char>(t.back())) || t.back() == '"' ||
-                        t.back() == '\'' || t.back() == ')' || t.back() == ']')) {
-    t.remove_suffix(1);
-  }
-  if (t.empty()) return false;
-  if (t.back() == '.' || t.back() == '?' || t.back() == '!') return true;
-  for (std::string_view end : {"\u2026", "\u3002", "\uff1f", "\uff01"}) {
-    if (t.size() >= end.size() && t.substr(t.size() - end.size()) == end) return true;
-  }
-  return false;
 }
 
 void Session::DropPendingEnd() {

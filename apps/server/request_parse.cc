@@ -1,5 +1,6 @@
 #include "request_parse.h"
 
+#include <cctype>
 #include <cmath>
 #include <cstdlib>
 #include <string>
@@ -16,6 +17,21 @@ size_t Utf8Chars(std::string_view s) {
   size_t n = 0;
   for (char c : s) n += (static_cast<unsigned char>(c) & 0xC0) != 0x80;
   return n;
+}
+
+// Whether a transcript reads as a finished sentence: its last character, past white space and closing
+// quotes or brackets, ends one (. ? ! … and the full-width 。？！).
+bool EndsLikeASentence(std::string_view t) {
+  while (!t.empty() && (std::isspace(static_cast<unsigned char>(t.back())) || t.back() == '"' ||
+                        t.back() == '\'' || t.back() == ')' || t.back() == ']')) {
+    t.remove_suffix(1);
+  }
+  if (t.empty()) return false;
+  if (t.back() == '.' || t.back() == '?' || t.back() == '!') return true;
+  for (std::string_view end : {"\u2026", "\u3002", "\uff1f", "\uff01"}) {
+    if (t.size() >= end.size() && t.substr(t.size() - end.size()) == end) return true;
+  }
+  return false;
 }
 
 namespace {

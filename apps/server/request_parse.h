@@ -66,5 +66,8 @@ std::optional<ApiError> ParseTranscriptionForm(std::string_view content_type, st
                                                TranscriptionForm* out);
 
 size_t Utf8Chars(std::string_view s);
+// semantic_vad's test of a transcript: its last character, past white space and closing quotes or
+// brackets, ends a sentence (. ? ! … or the full-width 。？！).
+bool EndsLikeASentence(std::string_view t);
 
 }  // namespace lfmvox::server
