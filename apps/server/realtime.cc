@@ -155,6 +155,22 @@ struct Session : std::enable_shared_from_this<Session> {
                                             uint64_t generation);
   void Commit(std::vector<float> audio, const std::string& iid);
   void Transcribe(std::vector<float> audio, const std::string& iid);
+  // A job of the model's ASR task on 24 kHz mono `audio` (input transcription, semantic_vad's check).
+  JobSpec AsrJob(std::vector<float> audio) const {
+    JobSpec spec;
+    spec.prompt =
+        [a = std::make_shared<const std::vector<float>>(std::move(audio))](Conversation& c) -> Status {
+      if (Status s = c.StartAsr(); !s.ok()) return s;
+      if (Status s = c.AddAudio(*a, kRate); !s.ok()) return s;
+      if (Status s = c.EndTurn(); !s.ok()) return s;
+      return c.StartTurn("assistant");
+    };
+    spec.options = GenerateOptions::ForAsr(ctx.scheduler->model());
+    if (ctx.options->max_new_tokens > 0)
+      spec.options.max_new_tokens = std::min(spec.options.max_new_tokens, ctx.options->max_new_tokens);
+    spec.want_pcm = false;
+    return spec;
+  }
   void Cancel(const char* reason);
   void CreateResponse();
   static net::awaitable<void> Stream(std::shared_ptr<Session> self, std::shared_ptr<Job> job);
@@ -473,19 +489,7 @@ void Session::EndSpokenTurn(size_t at) {
 void Session::CheckTurnEnd() {
   const size_t n = std::min(end_at > buffer_origin ? end_at - buffer_origin : 0, buffer.size());
   if (n == 0) return;
-  JobSpec spec;
-  spec.prompt = [a = std::make_shared<const std::vector<float>>(buffer.begin(), buffer.begin() + n)](
-                    Conversation& c) -> Status {
-    if (Status s = c.StartAsr(); !s.ok()) return s;
-    if (Status s = c.AddAudio(*a, kRate); !s.ok()) return s;
-    if (Status s = c.EndTurn(); !s.ok()) return s;
-    return c.StartTurn("assistant");
-  };
-  spec.options = GenerateOptions::ForAsr(ctx.scheduler->model());
-  if (ctx.options->max_new_tokens > 0)
-    spec.options.max_new_tokens = std::min(spec.options.max_new_tokens, ctx.options->max_new_tokens);
-  spec.want_pcm = false;
-  auto j = ctx.scheduler->Submit(std::move(spec));
+  auto j = ctx.scheduler->Submit(AsrJob({buffer.begin(), buffer.begin() + static_cast<std::ptrdiff_t>(n)}));
   if (!j.ok()) return;  // busy: the pause's longest wait still ends the turn
   end_check = *j;
   net::co_spawn(ws.get_executor(), FollowTurnEnd(shared_from_this(), *j, end_generation), net::detached);
@@ -644,19 +648,7 @@ void Session::Commit(std::vector<float> audio, const std::string& iid) {
 // events, then .completed with the whole transcript (or .failed).
 void Session::Transcribe(std::vector<float> audio, const std::string& iid) {
   const double seconds = static_cast<double>(audio.size()) / kRate;
-  JobSpec spec;
-  spec.prompt =
-      [a = std::make_shared<const std::vector<float>>(std::move(audio))](Conversation& c) -> Status {
-    if (Status s = c.StartAsr(); !s.ok()) return s;
-    if (Status s = c.AddAudio(*a, kRate); !s.ok()) return s;
-    if (Status s = c.EndTurn(); !s.ok()) return s;
-    return c.StartTurn("assistant");
-  };
-  spec.options = GenerateOptions::ForAsr(ctx.scheduler->model());
-  if (ctx.options->max_new_tokens > 0)
-    spec.options.max_new_tokens = std::min(spec.options.max_new_tokens, ctx.options->max_new_tokens);
-  spec.want_pcm = false;
-  auto j = ctx.scheduler->Submit(std::move(spec));
+  auto j = ctx.scheduler->Submit(AsrJob(std::move(audio)));
   if (!j.ok()) {
     Send({{"type", "conversation.item.input_audio_transcription.failed"},
           {"item_id", iid},
