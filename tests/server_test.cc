@@ -554,16 +554,14 @@ TEST_F(ServerTest, TranscriptionEqualsTheLibrary) {
   const std::string wav_path = DataPath("inputs/question.wav");
   const std::string wav = ReadFile(wav_path);
   ASSERT_FALSE(wav.empty());
-  const LibOut lib = RunLibrary(
-      TextModel(),
-      [&](Conversation& c) {
-        Status st = c.StartAsr();
-        if (st.ok()) st = c.AddAudioFile(wav_path);
-        if (st.ok()) st = c.EndTurn();
-        if (st.ok()) st = c.StartTurn("assistant");
-        return st;
-      },
-      GenerateOptions::ForAsr(*TextModel()));
+  const auto asr_prompt = [&](Conversation& c) {
+    Status st = c.StartAsr();
+    if (st.ok()) st = c.AddAudioFile(wav_path);
+    if (st.ok()) st = c.EndTurn();
+    if (st.ok()) st = c.StartTurn("assistant");
+    return st;
+  };
+  const LibOut lib = RunLibrary(TextModel(), asr_prompt, GenerateOptions::ForAsr(*TextModel()));
   ASSERT_FALSE(lib.text.empty());
   auto clip = DecodeAudio(wav, 600);
   ASSERT_TRUE(clip.ok());
@@ -599,16 +597,7 @@ TEST_F(ServerTest, TranscriptionEqualsTheLibrary) {
   GenerateOptions timed = GenerateOptions::ForAsr(*TextModel());
   timed.word_timestamps = true;
   timed.text.temperature = 1;
-  const LibOut lib_words = RunLibrary(
-      TextModel(),
-      [&](Conversation& c) {
-        Status st = c.StartAsr();
-        if (st.ok()) st = c.AddAudioFile(wav_path);
-        if (st.ok()) st = c.EndTurn();
-        if (st.ok()) st = c.StartTurn("assistant");
-        return st;
-      },
-      timed);
+  const LibOut lib_words = RunLibrary(TextModel(), asr_prompt, timed);
   Reply wv = Transcribe(text_port(),
                         {{"response_format", "verbose_json"},
                          {"temperature", "1"},
