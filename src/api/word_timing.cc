@@ -49,8 +49,8 @@ Result<std::vector<WordTiming>> WordsFromAttention(std::vector<float> rows, size
       open = false;
     }
   }
+  // (Starts never go back along the DTW path, so each word's end, the next token's start, is ≥ its start.)
   std::erase_if(words, [](const WordTiming& w) { return w.text.empty(); });
-  for (WordTiming& w : words) w.end = std::max(w.end, w.start);
   return words;
 }
 

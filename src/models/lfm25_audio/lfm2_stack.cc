@@ -166,7 +166,7 @@ void RecordProbe(Lfm2State& st, size_t layer, const AttentionShape& shape, const
       const float* kh = keys + (h / group) * hd;
       for (size_t j = 0; j < p.key_n; ++j) sc[j] = scale * ops::Dot(qh, kh + j * KV, hd);
       ops::Softmax(sc, p.key_n);
-      for (size_t j = 0; j < p.key_n; ++j) out[j] += sc[j];
+      ops::Add(out, sc, out, p.key_n);
     }
   }
 }
