@@ -51,7 +51,8 @@ Status LoadF32(const Checkpoint& ckpt, const std::string& name, const Shape& sha
                AlignedBuffer<float>* out);
 
 // Load-time conversion: a copy of `w` in format `f` (F16, BF16, Q8_0, Q4_0, ...), exactly as
-// tensor/quant.h's QuantizeRow makes it from the exactly widened rows; its bytes are a new entry of
+// tensor/quant.h's QuantizeRow makes it from the exactly widened rows, in the layout LoadMatrix would give
+// it on this CPU (kSteps8 where ops::PrefersSteps8Layout; the same results); its bytes are a new entry of
 // `arena`, which must outlive the returned view (entries never move: each is its own heap block).
 // Unimplemented when this build's kernels lack `f`; InvalidArgument when a row is not whole blocks of `f`
 // (the caller keeps such a matrix as stored).

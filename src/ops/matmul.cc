@@ -47,24 +47,6 @@ const FormatKernels& KernelsOrDie(WeightFormat f) {
 
 }  // namespace
 
-void internal::QuantizeActivations(const float* x, size_t k, int8_t* q, size_t q_stride, float* d) {
-  for (size_t b = 0; b < k / 32; ++b, x += 32, q += q_stride) {
-    float amax = 0.0f;
-    for (size_t j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[j]));
-    const float db = amax / 127.0f;
-    const float id = db != 0.0f ? 1.0f / db : 0.0f;
-    d[b] = db;
-    // |x·id| ≤ 127 up to rounding, so the int8 conversion cannot overflow.
-    // Adding and subtracting 1.5·2^23 rounds to nearest even exactly like
-    // nearbyint (|v| < 2^22), inline: the libm call cost as much as a
-    // matrix-vector product with k = 2048 rows of Q4_0.
-    for (size_t j = 0; j < 32; ++j) {
-      const float v = x[j] * id;
-      q[j] = static_cast<int8_t>((v + 12582912.0f) - 12582912.0f);
-    }
-  }
-}
-
 internal::QuantScratch& internal::ThreadQuantScratch() {
   thread_local QuantScratch scratch;
   return scratch;

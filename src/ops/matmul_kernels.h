@@ -38,13 +38,6 @@ void AccumulateRowQ6_K(const MatrixView& w, size_t row, float* acc);
 bool ReadsSteps8Q8_0();
 bool ReadsSteps8Q4_0();
 
-// The block formats' integer path (matmul_quant-inl.h) quantizes X first:
-// per 32 values, d = amax/127 and q = x·(1/d) rounded to nearest even
-// (d = 0 gives q = 0). k must be a multiple of 32; group g's 32 values go to
-// q + g·q_stride. Defined in matmul.cc, plain scalar code, so that every
-// target quantizes identically.
-void QuantizeActivations(const float* x, size_t k, int8_t* q, size_t q_stride, float* d);
-
 // The calling thread's scratch for quantized X: grown on demand, never
 // shrunk, so that steady-state MatMul calls do not allocate.
 struct QuantScratch {

@@ -65,19 +65,16 @@ struct Q4_0Blocks {
     return p;
   }
   static void PackX(const int8_t* q, const float* d, uint8_t* rec) {
-    int32_t* xs = reinterpret_cast<int32_t*>(rec + 256);
-    for (size_t l = 0; l < 16; ++l) xs[l] = 0;
-    for (size_t part = 0; part < 4; ++part) {
-      for (size_t g = 0; g < 8; ++g) {
-        for (size_t e = 0; e < 8; ++e) {
-          const int8_t v = q[32 * g + 8 * part + e];
-          rec[64 * part + 8 * g + e] = static_cast<uint8_t>(v);
-          xs[(8 * g + e) / 4] -= 8 * v;
-        }
-      }
+    __m512i part[4];
+    QStepXParts(q, part);
+    const __m512i eight = _mm512_set1_epi8(8);
+    __m512i xs = _mm512_setzero_si512();  // 8·Σ x over each lane's 16 values
+    for (size_t i = 0; i < 4; ++i) {
+      _mm512_store_si512(rec + 64 * i, part[i]);
+      xs = _mm512_dpbusd_epi32(xs, eight, part[i]);
     }
-    float* dx = reinterpret_cast<float*>(rec + kDxAt);
-    for (size_t l = 0; l < 16; ++l) dx[l] = d[l / 2];
+    _mm512_store_si512(rec + 256, _mm512_sub_epi32(_mm512_setzero_si512(), xs));
+    QStoreStepDx(d, rec + kDxAt);
   }
 #elif LFMVOX_QUANT_INTRINSICS
   // Four blocks a step (matmul_quant-inl.h). Block j's code byte i holds

@@ -68,14 +68,11 @@ struct Q8_0Blocks {
     return p;
   }
   static void PackX(const int8_t* q, const float* d, uint8_t* rec) {
-    for (size_t i = 0; i < 4; ++i) {
-      for (size_t g = 0; g < 8; ++g) {
-        for (size_t e = 0; e < 8; ++e)
-          rec[64 * i + 8 * g + e] = static_cast<uint8_t>(q[32 * g + 8 * i + e] + 128);
-      }
-    }
-    float* dx = reinterpret_cast<float*>(rec + kDxAt);
-    for (size_t l = 0; l < 16; ++l) dx[l] = d[l / 2];
+    __m512i part[4];
+    QStepXParts(q, part);
+    const __m512i k128 = _mm512_set1_epi8(static_cast<char>(0x80));  // x + 128 as a byte: x ^ 0x80
+    for (size_t i = 0; i < 4; ++i) _mm512_store_si512(rec + 64 * i, _mm512_xor_si512(part[i], k128));
+    QStoreStepDx(d, rec + kDxAt);
   }
 #elif LFMVOX_QUANT_INTRINSICS
   // Two blocks a step (matmul_quant-inl.h): A = values [0, 16) of both

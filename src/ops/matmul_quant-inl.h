@@ -1,7 +1,7 @@
 // The integer MatMul engine for the GGUF block formats (Q8_0, Q4_0, Q6_K),
 // templated on a block decoder, as llama.cpp does it: each X row is
 // quantized once per call to int8 with one f32 scale per 32 values
-// (internal::QuantizeActivations), each 32-value group's dot product with
+// (QuantizeGroups below), each 32-value group's dot product with
 // the weights is computed exactly in integers, and only then scaled:
 //   acc ← acc + f32(isum_g) · (d_w · d_x,g)      (one fused multiply-add)
 // A float dequantize-then-FMA path needs ~4 vector ops per 8 weights and on
@@ -145,6 +145,30 @@ struct Codes16 {
   HWY_ALIGN int16_t w[32];
 };
 #endif
+
+// X quantized as ops::QuantizeActivations (ops.h) defines it, `groups` groups of 32 values, group g to
+// q + g·q_stride and d[g], on vectors: per group amax = max |x| (exact in any order; a NaN x is passed
+// over, as the scalar reference's std::max does: hn::Max keeps its second operand), d = amax/127 and
+// 1/d (one division each), x·(1/d) rounded once and then to the nearest integer, ties to even: the
+// reference's bits on every target for finite x. (It was a scalar loop, ~13 % of a 6-row Q4_0 MatMul.)
+HWY_INLINE void QuantizeGroups(const float* HWY_RESTRICT x, size_t groups, int8_t* HWY_RESTRICT q,
+                               size_t q_stride, float* HWY_RESTRICT d) {
+  const hn::CappedTag<float, 32> df;
+  const hn::Rebind<int32_t, decltype(df)> di;
+  const hn::Rebind<int8_t, decltype(df)> d8;
+  const size_t N = hn::Lanes(df);
+  for (size_t b = 0; b < groups; ++b, x += 32, q += q_stride) {
+    auto amax = hn::Zero(df);
+    for (size_t j = 0; j < 32; j += N) amax = hn::Max(hn::Abs(hn::LoadU(df, x + j)), amax);
+    const float db = hn::GetLane(hn::MaxOfLanes(df, amax)) / 127.0f;
+    const auto id = hn::Set(df, db != 0.0f ? 1.0f / db : 0.0f);
+    d[b] = db;
+    // |x·id| ≤ 127 up to rounding, so the int8 conversion cannot saturate.
+    for (size_t j = 0; j < 32; j += N)
+      hn::StoreU(hn::DemoteTo(d8, hn::NearestInt(hn::Mul(hn::LoadU(df, x + j), id))), d8, q + j);
+  }
+  (void)di;
+}
 
 // The f16 scale at p, widened exactly, in every lane (F16C where the target
 // has it: a broadcast load and one conversion).
@@ -441,6 +465,31 @@ HWY_INLINE QStepF QLoadStep8Scales(const uint8_t* p) {
 }
 #endif
 
+#if LFMVOX_QUANT_VNNI
+// X's 8 groups at q (32 int8 each) in the order of the 512-bit steps: part[i] holds in its 128-bit lane c
+// the values [8i, 8i + 8) of group 2c, then those of group 2c + 1 (its bytes [8g, 8g + 8): group g's
+// values [8i, 8i + 8)). With q as 32 eight-byte chunks (chunk 4g + i: group g's values [8i, 8i + 8)),
+// part[i] is chunks i, i + 4, ..., i + 28.
+HWY_INLINE void QStepXParts(const int8_t* q, __m512i part[4]) {
+  auto ld = [q](size_t r) { return _mm512_loadu_si512(q + 64 * r); };
+  const __m512i even = _mm512_setr_epi64(0, 4, 8, 12, 1, 5, 9, 13),  // parts 0, 1 of 4 groups
+      odd = _mm512_setr_epi64(2, 6, 10, 14, 3, 7, 11, 15);           // parts 2, 3
+  const __m512i lo01 = _mm512_permutex2var_epi64(ld(0), even, ld(1)),
+                lo23 = _mm512_permutex2var_epi64(ld(0), odd, ld(1)),
+                hi01 = _mm512_permutex2var_epi64(ld(2), even, ld(3)),
+                hi23 = _mm512_permutex2var_epi64(ld(2), odd, ld(3));
+  part[0] = _mm512_shuffle_i64x2(lo01, hi01, _MM_SHUFFLE(1, 0, 1, 0));
+  part[1] = _mm512_shuffle_i64x2(lo01, hi01, _MM_SHUFFLE(3, 2, 3, 2));
+  part[2] = _mm512_shuffle_i64x2(lo23, hi23, _MM_SHUFFLE(1, 0, 1, 0));
+  part[3] = _mm512_shuffle_i64x2(lo23, hi23, _MM_SHUFFLE(3, 2, 3, 2));
+}
+// The 8 groups' d_x in the steps' lanes (lane l: group l / 2), stored at p.
+HWY_INLINE void QStoreStepDx(const float* d, uint8_t* p) {
+  const __m512i idx = _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
+  _mm512_storeu_ps(p, _mm512_permutexvar_ps(idx, _mm512_castps256_ps512(_mm256_loadu_ps(d))));
+}
+#endif
+
 // ws: the decoder's W-side term of the step (WSide), shared by the X rows.
 template <class Fmt, class WS>
 HWY_INLINE QStepF QStepAcc(const typename Fmt::Step& codes, WS ws, QStepF dw, const uint8_t* xr, QStepF acc) {
@@ -533,7 +582,7 @@ void QuantizeStepRecords(const float* x, size_t k, uint8_t* rec) {
   for (size_t g0 = 0; g0 < groups; g0 += kS) {
     HWY_ALIGN int8_t q[32 * kS] = {};
     float d[kS] = {};
-    internal::QuantizeActivations(x + 32 * g0, 32 * std::min(kS, groups - g0), q, 32, d);
+    QuantizeGroups(x + 32 * g0, std::min(kS, groups - g0), q, 32, d);
     Fmt::PackX(q, d, rec + Fmt::kRecordBytes * (g0 / kS));
   }
 }
@@ -687,8 +736,8 @@ void QuantMatMulWith(const float* x, size_t m, size_t ldx, const MatrixView& w, 
     }
 #endif
     uint8_t* rec = xq + i * ld;
-    internal::QuantizeActivations(x + i * ldx, k, reinterpret_cast<int8_t*>(rec), 64,
-                                  reinterpret_cast<float*>(rec + d_at));
+    QuantizeGroups(x + i * ldx, groups, reinterpret_cast<int8_t*>(rec), 64,
+                   reinterpret_cast<float*>(rec + d_at));
 #if LFMVOX_QUANT_INTRINSICS
     if constexpr (Fmt::kXSideScale != 0) {
       const __m256i o = _mm256_set1_epi8(static_cast<char>(Fmt::kXSideScale));
