@@ -226,7 +226,7 @@ constexpr size_t kQMR = 4;
 // The 512-bit VNNI steps of AVX3_DL (32 registers) run up to 8 X rows a tile,
 // so that each decoded step (4 to 6 shuffles, and Q8_0's W-side term) serves
 // twice as many rows: m ≥ 8 runs 8×2 tiles.
-constexpr size_t kQNrForRVnni[] = {0, 4, 4, 4, 3, 3, 2, 2, 2};
+constexpr size_t kQNrForRVnni[] = {0, 4, 4, 4, 4, 3, 2, 2, 2};
 constexpr size_t kQMRVnni = 8;
 // For m > kQMR: X rows processed against each W row block while they stay in
 // L2, as matmul-inl.h does (quantized X is ~1.1 bytes a value).
