@@ -113,13 +113,14 @@ void RunCase(ThreadTeam& team, double floor_gbs, WeightFormat f, Case c, size_t 
       std::memcpy(wmem.data() + b * block_bytes + d_at, &d, 2);
   }
   // The layout the model loader gives this CPU (blocks/weights.cc: LoadMatrix repacks into
-  // WeightLayout::kSteps8 where ops::PrefersSteps8Layout); BENCH_QUANT_BLOCKS=1 keeps the file's.
+  // WeightLayout::kSteps16 where ops::PrefersSteps16Layout); BENCH_QUANT_BLOCKS=1 keeps the file's.
   const char* keep = std::getenv("BENCH_QUANT_BLOCKS");
-  const bool steps8 = HasSteps8Layout(f) && ops::PrefersSteps8Layout(f) && (keep == nullptr || *keep != '1');
-  if (steps8) {
+  const bool steps16 =
+      HasSteps16Layout(f) && ops::PrefersSteps16Layout(f) && (keep == nullptr || *keep != '1');
+  if (steps16) {
     std::vector<uint8_t> tmp(rb);
     for (size_t r = 0; r < copies * c.n; ++r) {
-      RepackRowSteps8(f, wmem.data() + r * rb, c.k, tmp.data());
+      RepackRowSteps16(f, wmem.data() + r * rb, c.k, tmp.data());
       std::memcpy(wmem.data() + r * rb, tmp.data(), rb);
     }
   }
@@ -127,7 +128,7 @@ void RunCase(ThreadTeam& team, double floor_gbs, WeightFormat f, Case c, size_t 
   for (size_t i = 0; i < m * c.k; ++i) x[i] = rng.Uniform();
   auto call = [&](size_t i) {
     auto w = ops::Weight::Dense(f, wmem.data() + (i % copies) * w_bytes, c.n, c.k, c.k);
-    if (steps8) w.layout = WeightLayout::kSteps8;
+    if (steps16) w.layout = WeightLayout::kSteps16;
     ops::MatMul(x.data(), m, c.k, w, nullptr, y.data(), c.n, team);
   };
   for (size_t i = 0; i < copies; ++i) call(i);  // page in, grow the scratch, spin up the team
@@ -145,7 +146,7 @@ void RunCase(ThreadTeam& team, double floor_gbs, WeightFormat f, Case c, size_t 
   std::printf(
       "{\"format\":\"%s\",%s%s\"n\":%zu,\"k\":%zu,\"m\":%zu,\"threads\":%d,\"us\":%.1f,\"us_median\":%.1f,"
       "\"gb_s\":%.2f,\"floor_gb_s\":%.2f,\"floor_fraction\":%.3f,\"gflops\":%.2f}\n",
-      WeightFormatName(f), cold ? "" : "\"hot\":true,", steps8 ? "\"layout\":\"steps8\"," : "", c.n, c.k, m,
+      WeightFormatName(f), cold ? "" : "\"hot\":true,", steps16 ? "\"layout\":\"steps16\"," : "", c.n, c.k, m,
       team.size(), best * 1e6, median * 1e6, gbs, floor_gbs, gbs / floor_gbs,
       2.0 * static_cast<double>(m * c.n * c.k) / best * 1e-9);
   std::fflush(stdout);

@@ -79,20 +79,20 @@ Result<ops::Weight> LoadMatrix(const Checkpoint& ckpt, const std::string& name, 
   }
   ops::Weight w = ops::Weight::Dense(format, t.data, static_cast<size_t>(rows), static_cast<size_t>(cols),
                                      static_cast<size_t>(cols));
-  if (HasSteps8Layout(format) && ops::PrefersSteps8Layout(format) && w.rows > 0 && w.cols > 0) {
-    // Repacked once for this CPU's kernels (tensor/matrix.h, WeightLayout::kSteps8), rows 64-byte aligned;
+  if (HasSteps16Layout(format) && ops::PrefersSteps16Layout(format) && w.rows > 0 && w.cols > 0) {
+    // Repacked once for this CPU's kernels (tensor/matrix.h, WeightLayout::kSteps16), rows 64-byte aligned;
     // the checkpoint keeps the copy and releases the file's pages of the original.
     const size_t rb = RoundUp(w.row_bytes, 64);
     const ops::Weight src = w;
     const uint8_t* p = ckpt.Derived(
-        StrFormat("%s|steps8|%zu|%zu", name.c_str(), w.rows, w.cols), w.rows * rb, [&](uint8_t* dst) {
+        StrFormat("%s|steps16|%zu|%zu", name.c_str(), w.rows, w.cols), w.rows * rb, [&](uint8_t* dst) {
           // The source's pages are released as the rows are done, ~1 MiB at a time, so that the peak
           // resident set is the file's plus ~1 MiB, not plus the largest matrix.
           const size_t chunk = std::max<size_t>(1, (size_t{1} << 20) / src.row_bytes);
           for (size_t r0 = 0; r0 < src.rows; r0 += chunk) {
             const size_t r1 = std::min(src.rows, r0 + chunk);
             for (size_t r = r0; r < r1; ++r) {
-              RepackRowSteps8(format, src.row(r), src.cols, dst + r * rb);
+              RepackRowSteps16(format, src.row(r), src.cols, dst + r * rb);
               std::memset(dst + r * rb + src.row_bytes, 0, rb - src.row_bytes);
             }
             ckpt.ReleasePages(src.data, r1 * src.row_bytes);  // from the start: no page left at a seam
@@ -100,7 +100,7 @@ Result<ops::Weight> LoadMatrix(const Checkpoint& ckpt, const std::string& name, 
         });
     w.data = p;
     w.row_bytes = rb;
-    w.layout = WeightLayout::kSteps8;
+    w.layout = WeightLayout::kSteps16;
   }
   return w;
 }
@@ -119,24 +119,24 @@ Result<ops::Weight> ConvertMatrix(const ops::Weight& w, WeightFormat f,
   // In the layout this CPU's kernels read fastest, as LoadMatrix gives it; the rows packed (padding them
   // to 64 bytes, as LoadMatrix does, made no difference to the LFM3 codec's speed and costs up to 11 % at
   // 512 columns), the first 64-byte aligned.
-  const bool steps8 = HasSteps8Layout(f) && ops::PrefersSteps8Layout(f);
-  std::vector<uint8_t>& bytes = arena->emplace_back(w.rows * rb + (steps8 ? 63 : 0));
+  const bool steps16 = HasSteps16Layout(f) && ops::PrefersSteps16Layout(f);
+  std::vector<uint8_t>& bytes = arena->emplace_back(w.rows * rb + (steps16 ? 63 : 0));
   uint8_t* base = bytes.data();
-  if (steps8) base += (64 - reinterpret_cast<uintptr_t>(base) % 64) % 64;
+  if (steps16) base += (64 - reinterpret_cast<uintptr_t>(base) % 64) % 64;
   std::vector<float> row(w.cols);
-  std::vector<uint8_t> blocks(FormatRowBytes(w.format, w.cols)), file_row(steps8 ? rb : 0);
+  std::vector<uint8_t> blocks(FormatRowBytes(w.format, w.cols)), file_row(steps16 ? rb : 0);
   for (size_t r = 0; r < w.rows; ++r) {
     DequantizeRow(w.format, RowAsBlocks(w, r, blocks.data()), w.cols, row.data());
     uint8_t* dst = base + r * rb;
-    if (!steps8) {
+    if (!steps16) {
       QuantizeRow(f, row.data(), w.cols, dst);
       continue;
     }
     QuantizeRow(f, row.data(), w.cols, file_row.data());
-    RepackRowSteps8(f, file_row.data(), w.cols, dst);
+    RepackRowSteps16(f, file_row.data(), w.cols, dst);
   }
   ops::Weight out = ops::Weight::Dense(f, base, w.rows, w.cols, w.cols);
-  if (steps8) out.layout = WeightLayout::kSteps8;
+  if (steps16) out.layout = WeightLayout::kSteps16;
   return out;
 }
 

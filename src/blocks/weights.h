@@ -30,8 +30,8 @@ Status CheckFiniteOutput(std::span<const float> x, const char* what);
 // matrix kernel of this build takes (see SupportedMatrixFormats) is an
 // Unimplemented error naming the tensor. The checkpoint must outlive the
 // returned view. Where this CPU's MatMul reads a format faster in another
-// layout (ops::PrefersSteps8Layout: Q8_0 and Q4_0 on AVX-512 VNNI), the view
-// is instead a copy in that layout (WeightLayout::kSteps8, rows 64-byte
+// layout (ops::PrefersSteps16Layout: Q8_0 and Q4_0 on AVX-512 VNNI), the view
+// is instead a copy in that layout (WeightLayout::kSteps16, rows 64-byte
 // aligned), made once per tensor and kept by the checkpoint
 // (Checkpoint::Derived), whose file pages of the original are then released:
 // the same results, the same resident bytes, at a load-time cost of one pass
@@ -52,7 +52,7 @@ Status LoadF32(const Checkpoint& ckpt, const std::string& name, const Shape& sha
 
 // Load-time conversion: a copy of `w` in format `f` (F16, BF16, Q8_0, Q4_0, ...), exactly as
 // tensor/quant.h's QuantizeRow makes it from the exactly widened rows, in the layout LoadMatrix would give
-// it on this CPU (kSteps8 where ops::PrefersSteps8Layout; the same results); its bytes are a new entry of
+// it on this CPU (kSteps16 where ops::PrefersSteps16Layout; the same results); its bytes are a new entry of
 // `arena`, which must outlive the returned view (entries never move: each is its own heap block).
 // Unimplemented when this build's kernels lack `f`; InvalidArgument when a row is not whole blocks of `f`
 // (the caller keeps such a matrix as stored).

@@ -54,9 +54,9 @@ internal::QuantScratch& internal::ThreadQuantScratch() {
 
 bool HasMatMulKernel(WeightFormat f) { return KernelsFor(f) != nullptr; }
 
-bool PrefersSteps8Layout(WeightFormat f) {
-  if (f == WeightFormat::kQ8_0) return internal::ReadsSteps8Q8_0();
-  if (f == WeightFormat::kQ4_0) return internal::ReadsSteps8Q4_0();
+bool PrefersSteps16Layout(WeightFormat f) {
+  if (f == WeightFormat::kQ8_0) return internal::ReadsSteps16Q8_0();
+  if (f == WeightFormat::kQ4_0) return internal::ReadsSteps16Q4_0();
   return false;
 }
 

@@ -33,10 +33,10 @@ void AccumulateRowQ4_0(const MatrixView& w, size_t row, float* acc);
 void MatMulQ6_K(const float* x, size_t m, size_t ldx, const MatrixView& w, const float* bias, float* y,
                 size_t ldy, ThreadTeam& team);
 void AccumulateRowQ6_K(const MatrixView& w, size_t row, float* acc);
-// Whether the chosen target's Q8_0 / Q4_0 steps read WeightLayout::kSteps8
+// Whether the chosen target's Q8_0 / Q4_0 steps read WeightLayout::kSteps16
 // directly (matmul_q8_0.cc, matmul_q4_0.cc).
-bool ReadsSteps8Q8_0();
-bool ReadsSteps8Q4_0();
+bool ReadsSteps16Q8_0();
+bool ReadsSteps16Q4_0();
 
 // The calling thread's scratch for quantized X: grown on demand, never
 // shrunk, so that steady-state MatMul calls do not allocate.
@@ -86,7 +86,7 @@ QuantScratch& ThreadQuantScratch();
 // The per-target part for a block format: MatMul<Name>Impl and
 // AccumulateRow<Name>Impl from the integer engine of matmul_quant-inl.h.
 #define LFMVOX_DEFINE_QUANT_MATMUL_KERNELS(Name, Fmt)                                                   \
-  bool ReadsSteps8##Name##Impl() { return QReadsSteps8<Fmt>(); }                                        \
+  bool ReadsSteps16##Name##Impl() { return QReadsSteps16<Fmt>(); }                                      \
   void MatMul##Name##Impl(const float* x, size_t m, size_t ldx, const MatrixView& w, const float* bias, \
                           float* y, size_t ldy, ThreadTeam& team) {                                     \
     QuantMatMulWith<Fmt>(x, m, ldx, w, bias, y, ldy, team);                                             \

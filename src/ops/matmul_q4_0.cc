@@ -24,57 +24,71 @@ struct Q4_0Blocks {
   static constexpr size_t kBlockElems = 32, kBlockBytes = kQ4_0BlockBytes, kGroups = 1;
   static constexpr size_t kScaleAt = 0, kXSideScale = 8;
 #if LFMVOX_QUANT_VNNI
-  // Eight blocks a step on 512-bit vectors (matmul_quant-inl.h). With E =
-  // the code bytes of blocks b, b + 2, b + 4, b + 6 (one per 128-bit lane), O
-  // those of b + 1, b + 3, ..., L = their bytes [0, 8) (unpacklo_epi64: lane
-  // c holds block 2c's, then block 2c + 1's) and H = bytes [8, 16) alike,
-  //   L & 15: weights [0, 8),   H & 15: [8, 16),
-  //   L >> 4: [16, 24),         H >> 4: [24, 32)
-  // so int32 lane l sums block l / 2 only: unsigned operands of vpdpbusd
-  // against X's values in the same order (parts A, B, C, D). Each row's sum
-  // starts from X's correction −8·Σ x (per lane, the 16 values it covers),
-  // so Σ x·(q − 8) needs four vpdpbusd per step and row. Per lane |sum| ≤
-  // 16·15·127 + 16·8·127: exact in int32. X's record: A, B, C, D, the
-  // correction (16 int32), d_x (16 floats, lane l: block l / 2).
+  // Sixteen blocks a step on 512-bit vectors (matmul_quant-inl.h), lane l
+  // block l: with P_j (j < 4) lane l = code bytes [4j, 4j + 4) of block l
+  // (byte i holds weight i in its low nibble, weight i + 16 in its high),
+  //   P_j & 15: weights [4j, 4j + 4),   (P_j >> 4) & 15: [16 + 4j, 20 + 4j),
+  // i.e. registers 0 .. 7 meet X's parts 0 .. 7 (values [4r, 4r + 4)) as
+  // unsigned operands of vpdpbusd. Each row's sum starts from X's correction
+  // −8·Σ x (per lane, its block's 32 values), so Σ x·(q − 8) needs eight
+  // vpdpbusd per step and row. Per lane |sum| ≤ 32·15·127 + 32·8·127: exact
+  // in int32. X's record: parts 0 .. 7, the correction (16 int32), d_x (16
+  // floats, lane l: block l).
   static constexpr bool kSteps = true;
-  static constexpr size_t kStepBlocks = 8, kRecordBytes = 384, kDxAt = 320;
+  static constexpr size_t kStepBlocks = 16, kRecordBytes = 640, kDxAt = 576;
   struct Step {
-    __m512i p[4];
+    __m512i p[8];
   };
-  static Step Split(__m512i l, __m512i h) {
+  static Step Split(const __m512i c[4]) {
     const __m512i m4 = _mm512_set1_epi8(0x0f);
-    return {{_mm512_and_si512(l, m4), _mm512_and_si512(h, m4), _mm512_and_si512(_mm512_srli_epi16(l, 4), m4),
-             _mm512_and_si512(_mm512_srli_epi16(h, 4), m4)}};
+    Step s;
+    for (size_t j = 0; j < 4; ++j) {
+      s.p[j] = _mm512_and_si512(c[j], m4);
+      s.p[4 + j] = _mm512_and_si512(_mm512_srli_epi16(c[j], 4), m4);
+    }
+    return s;
   }
-  static Step Gather(const uint8_t* blk, size_t n) {
-    const __m512i e = QGatherCodeLanes<kBlockBytes>(blk, 0, 0, n),
-                  o = QGatherCodeLanes<kBlockBytes>(blk, 1, 0, n);
-    return Split(_mm512_unpacklo_epi64(e, o), _mm512_unpackhi_epi64(e, o));
+  static Step DecodeTail(const uint8_t* blk, size_t n) {
+    __m512i c[4];
+    for (size_t j = 0; j < 4; ++j) c[j] = QGatherCodes<kBlockBytes>(blk, j, n);
+    return Split(c);
   }
-  static Step DecodeStep(const uint8_t* blk) { return Gather(blk, kStepBlocks); }
-  // WeightLayout::kSteps8 holds L and H as they are.
-  static constexpr size_t kStepCodeBytes = 128;
-  static Step LoadStep8(const uint8_t* codes) {
-    return Split(_mm512_loadu_si512(codes), _mm512_loadu_si512(codes + 64));
+  static Step DecodeStep(const uint8_t* blk) { return DecodeTail(blk, kStepBlocks); }
+  // WeightLayout::kSteps16 holds P_0 .. P_3 as they are.
+  static constexpr size_t kStepCodeBytes = 256;
+  static Step LoadStep16(const uint8_t* codes) {
+    __m512i c[4];
+    for (size_t j = 0; j < 4; ++j) c[j] = _mm512_loadu_si512(codes + 64 * j);
+    return Split(c);
   }
-  static Step DecodeTail(const uint8_t* blk, size_t n) { return Gather(blk, n); }
+  static Step LoadTail16(const uint8_t* tail, size_t n) {
+    __m512i c[4];
+    for (size_t j = 0; j < 4; ++j) c[j] = QLoadTail16Codes(tail, j, n);
+    return Split(c);
+  }
   static int WSide(const Step& /*w*/) { return 0; }
+  // kChains (1 or 2) dependency chains of vpdpbusd (matmul_quant-inl.h, QStepAcc).
+  template <size_t kChains = 1>
   static QStepI DotStep(const Step& q, int /*ws*/, const uint8_t* xr) {
-    __m512i p = _mm512_load_si512(xr + 256);
-    for (size_t i = 0; i < 4; ++i) p = _mm512_dpbusd_epi32(p, q.p[i], _mm512_load_si512(xr + 64 * i));
-    return p;
+    __m512i p[kChains];
+    p[0] = _mm512_load_si512(xr + 512);
+    if constexpr (kChains == 2) p[1] = _mm512_setzero_si512();
+    for (size_t r = 0; r < 8; ++r)
+      p[r % kChains] = _mm512_dpbusd_epi32(p[r % kChains], q.p[r], _mm512_load_si512(xr + 64 * r));
+    if constexpr (kChains == 2) return _mm512_add_epi32(p[0], p[1]);
+    return p[0];
   }
   static void PackX(const int8_t* q, const float* d, uint8_t* rec) {
-    __m512i part[4];
+    __m512i part[8];
     QStepXParts(q, part);
     const __m512i eight = _mm512_set1_epi8(8);
-    __m512i xs = _mm512_setzero_si512();  // 8·Σ x over each lane's 16 values
-    for (size_t i = 0; i < 4; ++i) {
-      _mm512_store_si512(rec + 64 * i, part[i]);
-      xs = _mm512_dpbusd_epi32(xs, eight, part[i]);
+    __m512i xs = _mm512_setzero_si512();  // 8·Σ x over each lane's block
+    for (size_t r = 0; r < 8; ++r) {
+      _mm512_store_si512(rec + 64 * r, part[r]);
+      xs = _mm512_dpbusd_epi32(xs, eight, part[r]);
     }
-    _mm512_store_si512(rec + 256, _mm512_sub_epi32(_mm512_setzero_si512(), xs));
-    QStoreStepDx(d, rec + kDxAt);
+    _mm512_store_si512(rec + 512, _mm512_sub_epi32(_mm512_setzero_si512(), xs));
+    _mm512_store_ps(rec + kDxAt, _mm512_loadu_ps(d));
   }
 #elif LFMVOX_QUANT_INTRINSICS
   // Four blocks a step (matmul_quant-inl.h). Block j's code byte i holds
@@ -162,7 +176,7 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 LFMVOX_EXPORT_MATMUL_KERNELS(Q4_0)
 namespace lfmvox::ops {
-HWY_EXPORT(ReadsSteps8Q4_0Impl);
-bool internal::ReadsSteps8Q4_0() { return HWY_DYNAMIC_DISPATCH(ReadsSteps8Q4_0Impl)(); }
+HWY_EXPORT(ReadsSteps16Q4_0Impl);
+bool internal::ReadsSteps16Q4_0() { return HWY_DYNAMIC_DISPATCH(ReadsSteps16Q4_0Impl)(); }
 }  // namespace lfmvox::ops
 #endif  // HWY_ONCE

@@ -23,56 +23,61 @@ struct Q8_0Blocks {
   static constexpr size_t kBlockElems = 32, kBlockBytes = kQ8_0BlockBytes, kGroups = 1;
   static constexpr size_t kScaleAt = 0, kXSideScale = 0;
 #if LFMVOX_QUANT_VNNI
-  // Eight blocks a step on 512-bit vectors (matmul_quant-inl.h): register
-  // P_i (i < 4) holds in its 128-bit lane c the values [8i, 8i + 8) of block
-  // 2c, then those of block 2c + 1, so int32 lane l sums block l / 2 only.
-  // vpdpbusd wants one unsigned operand: X's record holds x + 128 (1 .. 255),
-  // so Σ (x + 128)·w = Σ x·w + 128·Σ w, and the W-side term −128·Σ w (four
-  // vpdpbusd per decoded step, shared by the tile's X rows) starts each
-  // row's sum. Per lane 16 products, |(x + 128)·w| ≤ 255·128: exact in int32.
-  // X's record: its P_0 .. P_3, then d_x (16 floats, lane l: block l / 2).
+  // Sixteen blocks a step on 512-bit vectors (matmul_quant-inl.h): register
+  // P_j (j < 8) holds in lane l the values [4j, 4j + 4) of block l, so int32
+  // lane l sums block l only. vpdpbusd wants one unsigned operand: X's
+  // record holds x + 128 (1 .. 255), so Σ (x + 128)·w = Σ x·w + 128·Σ w, and
+  // the W-side term −128·Σ w (eight vpdpbusd per decoded step, shared by the
+  // tile's X rows) starts each row's sum. Per lane 32 products,
+  // |(x + 128)·w| ≤ 255·128: exact in int32. X's record: its parts 0 .. 7
+  // (values [4r, 4r + 4) of each block), then d_x (16 floats, lane l: block l).
   static constexpr bool kSteps = true;
-  static constexpr size_t kStepBlocks = 8, kRecordBytes = 320, kDxAt = 256;
+  static constexpr size_t kStepBlocks = 16, kRecordBytes = 576, kDxAt = 512;
   struct Step {
-    __m512i p[4];
+    __m512i p[8];
   };
-  static Step Gather(const uint8_t* blk, size_t n) {
+  static Step DecodeTail(const uint8_t* blk, size_t n) {
     Step s;
-    for (size_t h = 0; h < 2; ++h) {
-      const __m512i e = QGatherCodeLanes<kBlockBytes>(blk, 0, 16 * h, n),
-                    o = QGatherCodeLanes<kBlockBytes>(blk, 1, 16 * h, n);
-      s.p[2 * h] = _mm512_unpacklo_epi64(e, o);
-      s.p[2 * h + 1] = _mm512_unpackhi_epi64(e, o);
-    }
+    for (size_t j = 0; j < 8; ++j) s.p[j] = QGatherCodes<kBlockBytes>(blk, j, n);
     return s;
   }
-  static Step DecodeStep(const uint8_t* blk) { return Gather(blk, kStepBlocks); }
-  // WeightLayout::kSteps8 holds P_0 .. P_3 as they are.
-  static constexpr size_t kStepCodeBytes = 256;
-  static Step LoadStep8(const uint8_t* codes) {
+  static Step DecodeStep(const uint8_t* blk) { return DecodeTail(blk, kStepBlocks); }
+  // WeightLayout::kSteps16 holds P_0 .. P_7 as they are.
+  static constexpr size_t kStepCodeBytes = 512;
+  static Step LoadStep16(const uint8_t* codes) {
     Step s;
-    for (size_t i = 0; i < 4; ++i) s.p[i] = _mm512_loadu_si512(codes + 64 * i);
+    for (size_t j = 0; j < 8; ++j) s.p[j] = _mm512_loadu_si512(codes + 64 * j);
     return s;
   }
-  static Step DecodeTail(const uint8_t* blk, size_t n) { return Gather(blk, n); }
+  static Step LoadTail16(const uint8_t* tail, size_t n) {
+    Step s;
+    for (size_t j = 0; j < 8; ++j) s.p[j] = QLoadTail16Codes(tail, j, n);
+    return s;
+  }
   static __m512i WSide(const Step& w) {
     const __m512i k128 = _mm512_set1_epi8(static_cast<char>(0x80));
     const __m512i z = _mm512_setzero_si512();
     __m512i c = z;
-    for (size_t i = 0; i < 4; ++i) c = _mm512_dpbusd_epi32(c, k128, w.p[i]);
+    for (size_t j = 0; j < 8; ++j) c = _mm512_dpbusd_epi32(c, k128, w.p[j]);
     return _mm512_sub_epi32(z, c);
   }
+  // kChains (1 or 2) dependency chains of vpdpbusd (matmul_quant-inl.h, QStepAcc).
+  template <size_t kChains = 1>
   static QStepI DotStep(const Step& w, __m512i ws, const uint8_t* xr) {
-    __m512i p = ws;
-    for (size_t i = 0; i < 4; ++i) p = _mm512_dpbusd_epi32(p, _mm512_load_si512(xr + 64 * i), w.p[i]);
-    return p;
+    __m512i p[kChains];
+    p[0] = ws;
+    if constexpr (kChains == 2) p[1] = _mm512_setzero_si512();
+    for (size_t j = 0; j < 8; ++j)
+      p[j % kChains] = _mm512_dpbusd_epi32(p[j % kChains], _mm512_load_si512(xr + 64 * j), w.p[j]);
+    if constexpr (kChains == 2) return _mm512_add_epi32(p[0], p[1]);
+    return p[0];
   }
   static void PackX(const int8_t* q, const float* d, uint8_t* rec) {
-    __m512i part[4];
+    __m512i part[8];
     QStepXParts(q, part);
     const __m512i k128 = _mm512_set1_epi8(static_cast<char>(0x80));  // x + 128 as a byte: x ^ 0x80
-    for (size_t i = 0; i < 4; ++i) _mm512_store_si512(rec + 64 * i, _mm512_xor_si512(part[i], k128));
-    QStoreStepDx(d, rec + kDxAt);
+    for (size_t j = 0; j < 8; ++j) _mm512_store_si512(rec + 64 * j, _mm512_xor_si512(part[j], k128));
+    _mm512_store_ps(rec + kDxAt, _mm512_loadu_ps(d));
   }
 #elif LFMVOX_QUANT_INTRINSICS
   // Two blocks a step (matmul_quant-inl.h): A = values [0, 16) of both
@@ -138,7 +143,7 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 LFMVOX_EXPORT_MATMUL_KERNELS(Q8_0)
 namespace lfmvox::ops {
-HWY_EXPORT(ReadsSteps8Q8_0Impl);
-bool internal::ReadsSteps8Q8_0() { return HWY_DYNAMIC_DISPATCH(ReadsSteps8Q8_0Impl)(); }
+HWY_EXPORT(ReadsSteps16Q8_0Impl);
+bool internal::ReadsSteps16Q8_0() { return HWY_DYNAMIC_DISPATCH(ReadsSteps16Q8_0Impl)(); }
 }  // namespace lfmvox::ops
 #endif  // HWY_ONCE

@@ -200,7 +200,7 @@ struct QuantArgs {
   const uint8_t* w;
   size_t w_row_bytes;
   size_t blocks;      // W blocks per row
-  bool steps8;        // W in WeightLayout::kSteps8 (tensor/matrix.h)
+  bool steps16;       // W in WeightLayout::kSteps16 (tensor/matrix.h)
   const float* bias;  // nullable
   float* y;
   size_t ldy;
@@ -224,9 +224,12 @@ struct QuantArgs {
 constexpr size_t kQNrForR[] = {0, 4, 4, 3, 2};
 constexpr size_t kQMR = 4;
 // The 512-bit VNNI steps of AVX3_DL (32 registers) run up to 8 X rows a tile,
-// so that each decoded step (4 to 6 shuffles, and Q8_0's W-side term) serves
-// twice as many rows: m ≥ 8 runs 8×2 tiles.
-constexpr size_t kQNrForRVnni[] = {0, 4, 4, 4, 4, 3, 2, 2, 2};
+// so that each decoded step (Q4_0's 12 nibble operations, Q8_0's W-side term)
+// serves twice as many rows: m ≥ 8 runs 8×2 tiles, m = 4 4×4. Decode (m = 1)
+// runs 1×2: with 16-block steps, 1×4 read W from DRAM ~6 % slower (Q4_0
+// backbone tg64, 1 thread: 18.3 against 19.5–19.7 tok/s, three rounds
+// interleaved), 1×1, 1×3, 1×6 and 1×8 were no better than 1×2.
+constexpr size_t kQNrForRVnni[] = {0, 2, 4, 4, 4, 3, 2, 2, 2};
 constexpr size_t kQMRVnni = 8;
 // For m > kQMR: X rows processed against each W row block while they stay in
 // L2, as matmul-inl.h does (quantized X is ~1.1 bytes a value).
@@ -312,7 +315,7 @@ HWY_NOINLINE void QTile(const QuantArgs& a, size_t i, size_t j, const uint8_t* H
 
 #if LFMVOX_QUANT_INTRINSICS
 // The 32-blocks (Q8_0, Q4_0) on AVX2/AVX-512, kStepBlocks = S blocks a step
-// (Q8_0: 2, Q4_0: 4; both 8 on AVX3_DL): a decoder with kSteps has
+// (Q8_0: 2, Q4_0: 4; both 16 on AVX3_DL): a decoder with kSteps has
 //   Step DecodeStep(const uint8_t* blk): blocks b .. b + S (blk: b's start)
 //       in the order of the X record below; DecodeTail(blk, n): the n < S
 //       blocks left at the end of a row, the others' codes 0;
@@ -330,9 +333,13 @@ HWY_NOINLINE void QTile(const QuantArgs& a, size_t i, size_t j, const uint8_t* H
 // conversion, one multiply of the scales and one FMA per 32·S weights (Q4_0 adds its four pmaddubsw results
 // exactly in int16; Q8_0's two halves could overflow it and are widened separately), and every tile shape
 // runs the same steps in the same order: per output, one FMA per step in order, then the tail, then the lane
-// sum (batched == alone). On AVX3_DL (512-bit, S = 8, VNNI) four vpdpbusd per step and X row replace the
-// pmaddubsw/pmaddwd chain, and the conversion, the multiply and the FMA serve 256 weights. The X record is
-// private to the call, so its layout is free.
+// sum (batched == alone). On AVX3_DL (512-bit, S = 16, VNNI) int32 lane l sums block b + l whole: eight
+// vpdpbusd per step and X row replace the pmaddubsw/pmaddwd chain, and the conversion, the multiply and the
+// FMA serve 512 weights (with 8 blocks a step, each lane half a block, they served 256: 7 vector operations
+// per 256 weights and X row became 5.5). Register j of a step holds, in lane l, block l's code bytes
+// [4j, 4j + 4); X's record part r holds, in lane l, block l's values [4r, 4r + 4) (for Q4_0, part r < 4
+// meets the low nibbles of register r, part 4 + r their high nibbles). The X record is private to the
+// call, so its layout is free.
 
 // The step primitives: f32 lanes QStepF (the accumulators, the scales) and
 // int32 lanes QStepI (a step's exact sums); 256-bit on AVX2/AVX3, 512-bit on
@@ -351,18 +358,23 @@ HWY_INLINE QStepF QStepMul(QStepF a, QStepF b) { return _mm512_mul_ps(a, b); }
 HWY_INLINE float QStepSum(QStepF a) {
   return QSum({_mm256_add_ps(_mm512_castps512_ps256(a), _mm512_extractf32x8_ps(a, 1))});
 }
-// Bytes [o, o + 16) of the codes (at byte 2 of a block, after its f16 d) of the blocks j0, j0 + 2, j0 + 4,
-// j0 + 6 at blk, kBlockBytes apart, one per 128-bit lane; zeros for the blocks from n on.
+// The lanes l < n, for the blocks a step or a tail has.
+HWY_INLINE __mmask16 QLaneMask(size_t n) {
+  return n >= 16 ? __mmask16{0xFFFF} : static_cast<__mmask16>((1u << n) - 1);
+}
+// File layout (kBlocks): the 4 bytes at offset o of each of the blocks at blk (kBlockBytes apart) in lane l
+// = block l, 0 for l ≥ n (masked lanes are not read).
 template <size_t kBlockBytes>
-HWY_INLINE __m512i QGatherCodeLanes(const uint8_t* blk, size_t j0, size_t o, size_t n) {
-  auto ld = [&](size_t j) {
-    return j < n ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + j * kBlockBytes + 2 + o))
-                 : _mm_setzero_si128();
-  };
-  __m512i v = _mm512_castsi128_si512(ld(j0));
-  v = _mm512_inserti32x4(v, ld(j0 + 2), 1);
-  v = _mm512_inserti32x4(v, ld(j0 + 4), 2);
-  return _mm512_inserti32x4(v, ld(j0 + 6), 3);
+HWY_INLINE __m512i QGatherBlockDwords(const uint8_t* blk, size_t o, size_t n) {
+  constexpr int B = static_cast<int>(kBlockBytes);
+  const __m512i at = _mm512_setr_epi32(0, B, 2 * B, 3 * B, 4 * B, 5 * B, 6 * B, 7 * B, 8 * B, 9 * B, 10 * B,
+                                       11 * B, 12 * B, 13 * B, 14 * B, 15 * B);
+  return _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), QLaneMask(n), at, blk + o, 1);
+}
+// Register j of a step (its lane l: code bytes [4j, 4j + 4) of block l, after the block's f16 d).
+template <size_t kBlockBytes>
+HWY_INLINE __m512i QGatherCodes(const uint8_t* blk, size_t j, size_t n) {
+  return QGatherBlockDwords<kBlockBytes>(blk, 2 + 4 * j, n);
 }
 #else
 using QStepF = __m256;
@@ -382,6 +394,12 @@ HWY_INLINE float QStepSum(QStepF a) { return QSum({a}); }
 template <size_t S, size_t kBlockBytes>
 HWY_INLINE QStepF QLoadStepScales(const uint8_t* blk, size_t n = S) {
   static_assert(kQStepLanes % S == 0);
+#if LFMVOX_QUANT_VNNI
+  // One block a lane, the lanes from n on 0 (their products are 0 too).
+  static_assert(S == 16);
+  const __m512i d = QGatherBlockDwords<kBlockBytes>(blk, 0, n);  // d in each dword's low half
+  return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(d));
+#else
   uint16_t h[S];
   std::memcpy(&h[0], blk, 2);
   for (size_t s = 1; s < S; ++s) {
@@ -391,15 +409,7 @@ HWY_INLINE QStepF QLoadStepScales(const uint8_t* blk, size_t n = S) {
       h[s] = h[0];
     }
   }
-#if LFMVOX_QUANT_VNNI
-  static_assert(S == 8);
-  uint64_t v[2] = {0, 0};
-  for (size_t s = 0; s < S; ++s) v[s / 4] |= uint64_t{h[s]} << (16 * (s % 4));
-  const __m256 f =
-      _mm256_cvtph_ps(_mm_set_epi64x(static_cast<long long>(v[1]), static_cast<long long>(v[0])));
-  const __m512i idx = _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
-  return _mm512_permutexvar_ps(idx, _mm512_castps256_ps512(f));
-#elif !defined(HWY_DISABLE_F16C)
+#if !defined(HWY_DISABLE_F16C)
   uint64_t v = 0;
   for (size_t s = 0; s < S; ++s) v |= uint64_t{h[s]} << (16 * s);
   __m128i t = _mm_cvtsi64_si128(static_cast<long long>(v));
@@ -411,37 +421,14 @@ HWY_INLINE QStepF QLoadStepScales(const uint8_t* blk, size_t n = S) {
   for (size_t l = 0; l < 8; ++l) f[l] = F16ToF32(h[l / (8 / S)]);
   return _mm256_load_ps(f);
 #endif
+#endif  // LFMVOX_QUANT_VNNI
 }
 
-// A whole step's d_w: QLoadStepScales(blk) without the general registers. On
-// AVX3_DL the 8 f16 scales, kBlockBytes / 2 words apart, are picked out of
-// the step's first 128 or 256 bytes (all inside the step) by word permutes,
-// each twice for the lane pairs, and widened at once; the same values.
+// A whole step's d_w: QLoadStepScales(blk) (on AVX3_DL, where it is one
+// gather, the same).
 template <size_t S, size_t kBlockBytes>
 HWY_INLINE QStepF QLoadFullStepScales(const uint8_t* blk) {
-#if LFMVOX_QUANT_VNNI
-  static_assert(S == 8 && kBlockBytes % 2 == 0);
-  constexpr int kW = static_cast<int>(kBlockBytes / 2);
-  auto ld = [blk](size_t o) { return _mm512_loadu_si512(blk + o); };
-  auto idx = [](int base) {  // words 2s, 2s + 1 of the result: word s·kW − base of the register pair
-    return _mm512_setr_epi32(0, (kW - base) * 0x10001, (2 * kW - base) * 0x10001, (3 * kW - base) * 0x10001,
-                             (4 * kW - base) * 0x10001, (5 * kW - base) * 0x10001, (6 * kW - base) * 0x10001,
-                             (7 * kW - base) * 0x10001, 0, 0, 0, 0, 0, 0, 0, 0);
-  };
-  __m512i h;
-  if constexpr (7 * kW < 64) {
-    static_assert(8 * kBlockBytes >= 128);
-    h = _mm512_permutex2var_epi16(ld(0), idx(0), ld(64));
-  } else {
-    static_assert(7 * kW < 128 && 4 * kW >= 64 && 8 * kBlockBytes >= 256);
-    const __m512i lo = _mm512_permutex2var_epi16(ld(0), idx(0), ld(64));
-    const __m512i hi = _mm512_permutex2var_epi16(ld(128), idx(64), ld(192));
-    h = _mm512_mask_blend_epi16(0xFF00, lo, hi);
-  }
-  return _mm512_cvtph_ps(_mm512_castsi512_si256(h));
-#else
   return QLoadStepScales<S, kBlockBytes>(blk);
-#endif
 }
 
 // Prefetch of the next tile's rows at a step: offsets 64 apart from its
@@ -452,41 +439,31 @@ HWY_INLINE void PrefetchStep(const uint8_t* p) {
 }
 
 #if LFMVOX_QUANT_VNNI
-// WeightLayout::kSteps8 (tensor/matrix.h), read by the 512-bit steps: a
+// WeightLayout::kSteps16 (tensor/matrix.h), read by the 512-bit steps: a
 // step's codes are kStepCodeBytes contiguous bytes, whole registers
-// (Fmt::LoadStep8), and its 8 f16 d_w 16 bytes after its group.s codes,
-// widened exactly and put in the lanes of QLoadFullStepScales: the same
-// values in the same lanes as the file's layout gives, so both layouts give
-// the same bits.
-HWY_INLINE QStepF QLoadStep8Scales(const uint8_t* p) {
-  const __m256 f = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-  const __m512i idx = _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
-  return _mm512_permutexvar_ps(idx, _mm512_castps256_ps512(f));
+// (Fmt::LoadStep16), its 16 f16 d_w 32 bytes after its group's codes, widened
+// exactly: the same values in the same lanes as the file's layout gives, so
+// both layouts give the same bits. The tail's n blocks: register j at 4n·j
+// (Fmt::LoadTail16), their n d_w after the codes; lanes from n on 0, as the
+// file layout's tail has them.
+HWY_INLINE QStepF QLoadStep16Scales(const uint8_t* p) {
+  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
+HWY_INLINE QStepF QLoadTail16Scales(const uint8_t* p, size_t n) {
+  return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(QLaneMask(n), p));
+}
+HWY_INLINE __m512i QLoadTail16Codes(const uint8_t* tail, size_t j, size_t n) {
+  return _mm512_maskz_loadu_epi32(QLaneMask(n), tail + 4 * n * j);
 }
 #endif
 
 #if LFMVOX_QUANT_VNNI
-// X's 8 groups at q (32 int8 each) in the order of the 512-bit steps: part[i] holds in its 128-bit lane c
-// the values [8i, 8i + 8) of group 2c, then those of group 2c + 1 (its bytes [8g, 8g + 8): group g's
-// values [8i, 8i + 8)). With q as 32 eight-byte chunks (chunk 4g + i: group g's values [8i, 8i + 8)),
-// part[i] is chunks i, i + 4, ..., i + 28.
-HWY_INLINE void QStepXParts(const int8_t* q, __m512i part[4]) {
-  auto ld = [q](size_t r) { return _mm512_loadu_si512(q + 64 * r); };
-  const __m512i even = _mm512_setr_epi64(0, 4, 8, 12, 1, 5, 9, 13),  // parts 0, 1 of 4 groups
-      odd = _mm512_setr_epi64(2, 6, 10, 14, 3, 7, 11, 15);           // parts 2, 3
-  const __m512i lo01 = _mm512_permutex2var_epi64(ld(0), even, ld(1)),
-                lo23 = _mm512_permutex2var_epi64(ld(0), odd, ld(1)),
-                hi01 = _mm512_permutex2var_epi64(ld(2), even, ld(3)),
-                hi23 = _mm512_permutex2var_epi64(ld(2), odd, ld(3));
-  part[0] = _mm512_shuffle_i64x2(lo01, hi01, _MM_SHUFFLE(1, 0, 1, 0));
-  part[1] = _mm512_shuffle_i64x2(lo01, hi01, _MM_SHUFFLE(3, 2, 3, 2));
-  part[2] = _mm512_shuffle_i64x2(lo23, hi23, _MM_SHUFFLE(1, 0, 1, 0));
-  part[3] = _mm512_shuffle_i64x2(lo23, hi23, _MM_SHUFFLE(3, 2, 3, 2));
-}
-// The 8 groups' d_x in the steps' lanes (lane l: group l / 2), stored at p.
-HWY_INLINE void QStoreStepDx(const float* d, uint8_t* p) {
-  const __m512i idx = _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
-  _mm512_storeu_ps(p, _mm512_permutexvar_ps(idx, _mm512_castps256_ps512(_mm256_loadu_ps(d))));
+// X's 16 groups at q (32 int8 each) in the order of the 512-bit steps: part[r] holds in lane l group l's
+// values [4r, 4r + 4).
+HWY_INLINE void QStepXParts(const int8_t* q, __m512i part[8]) {
+  const __m512i at =
+      _mm512_setr_epi32(0, 32, 64, 96, 128, 160, 192, 224, 256, 288, 320, 352, 384, 416, 448, 480);
+  for (size_t r = 0; r < 8; ++r) part[r] = _mm512_i32gather_epi32(at, q + 4 * r, 1);
 }
 #endif
 
@@ -527,19 +504,30 @@ HWY_INLINE void QStepSums(const QStepF* a, float* out) {
 #endif
 
 // ws: the decoder's W-side term of the step (WSide), shared by the X rows.
-template <class Fmt, class WS>
+template <class Fmt, size_t R, class WS>
 HWY_INLINE QStepF QStepAcc(const typename Fmt::Step& codes, WS ws, QStepF dw, const uint8_t* xr, QStepF acc) {
+#if LFMVOX_QUANT_VNNI
+  // Tiles of 1 or 2 X rows (decode) have few products in flight: there a step's eight vpdpbusd run as two
+  // chains of four, added once (exact in int32, so the same sums): decode streaming W from DRAM ran ~30 %
+  // slower with one chain of eight ([65536×2048] Q4_0, 1 thread) than with 8-block steps.
+  return QStepMulAdd(Fmt::template DotStep<(R <= 2 ? 2 : 1)>(codes, ws, xr),
+                     QStepMul(dw, QStepLoadF(xr + Fmt::kDxAt)), acc);
+#else
   return QStepMulAdd(Fmt::DotStep(codes, ws, xr), QStepMul(dw, QStepLoadF(xr + Fmt::kDxAt)), acc);
+#endif
 }
 
-// kSteps8: W in WeightLayout::kSteps8 (QReadsSteps8<Fmt>()): the same steps
+// kSteps16: W in WeightLayout::kSteps16 (QReadsSteps16<Fmt>()): the same steps
 // in the same order, each decoded from its aligned registers; the tail
-// blocks are at the same offset in both layouts (a step is 8 blocks' bytes).
-template <size_t R, size_t NR, class Fmt, bool kSteps8 = false>
+// starts at the same offset in both layouts (a step is 16 blocks' bytes).
+template <size_t R, size_t NR, class Fmt, bool kSteps16 = false>
 HWY_NOINLINE void QTileSteps(const QuantArgs& a, size_t i, size_t j, const uint8_t* HWY_RESTRICT w) {
   const size_t rb = a.w_row_bytes;
   const uint8_t* HWY_RESTRICT x = a.x + i * a.ldx;
   constexpr size_t kS = Fmt::kStepBlocks, kSB = kS * Fmt::kBlockBytes, kXB = Fmt::kRecordBytes;
+#if LFMVOX_QUANT_VNNI
+  constexpr size_t kC = Fmt::kStepCodeBytes;
+#endif
   QStepF acc[R][NR];  // acc[r][c]: Y[i + r, j + c]
   HWY_UNROLL(8)
   for (size_t r = 0; r < R; ++r) {
@@ -551,24 +539,20 @@ HWY_NOINLINE void QTileSteps(const QuantArgs& a, size_t i, size_t j, const uint8
     // W row outer, X row inner: one decoded step and its d_w live; each X
     // row's record parts come from L1 as memory operands.
 #if LFMVOX_QUANT_VNNI
-    if constexpr (kSteps8) {
-      constexpr size_t kC = Fmt::kStepCodeBytes;
-      const size_t at = Steps8CodesAt(p, steps, kC), scales = Steps8ScalesAt(p, steps, kC);
+    if constexpr (kSteps16) {
+      const size_t at = Steps16CodesAt(p, steps, kC), scales = Steps16ScalesAt(p, steps, kC);
       HWY_UNROLL(8)
       for (size_t c = 0; c < NR; ++c) {
         const uint8_t* next = w + (c + NR) * rb;
         for (size_t o = 0; o < kC; o += 64) hwy::Prefetch(next + at + o);
         hwy::Prefetch(next + scales);
-      }
-      HWY_UNROLL(8)
-      for (size_t c = 0; c < NR; ++c) {
         const uint8_t* row = w + c * rb;
-        const typename Fmt::Step codes = Fmt::LoadStep8(row + at);
+        const typename Fmt::Step codes = Fmt::LoadStep16(row + at);
         const auto ws = Fmt::WSide(codes);
-        const QStepF dw = QLoadStep8Scales(row + scales);
+        const QStepF dw = QLoadStep16Scales(row + scales);
         HWY_UNROLL(8)
         for (size_t r = 0; r < R; ++r)
-          acc[r][c] = QStepAcc<Fmt>(codes, ws, dw, x + r * a.ldx + kXB * p, acc[r][c]);
+          acc[r][c] = QStepAcc<Fmt, R>(codes, ws, dw, x + r * a.ldx + kXB * p, acc[r][c]);
       }
       continue;
     }
@@ -583,19 +567,30 @@ HWY_NOINLINE void QTileSteps(const QuantArgs& a, size_t i, size_t j, const uint8
       const QStepF dw = QLoadFullStepScales<kS, Fmt::kBlockBytes>(blk);
       HWY_UNROLL(8)
       for (size_t r = 0; r < R; ++r)
-        acc[r][c] = QStepAcc<Fmt>(codes, ws, dw, x + r * a.ldx + kXB * p, acc[r][c]);
+        acc[r][c] = QStepAcc<Fmt, R>(codes, ws, dw, x + r * a.ldx + kXB * p, acc[r][c]);
     }
   }
   if (const size_t n = a.blocks % kS; n != 0) {
     HWY_UNROLL(8)
     for (size_t c = 0; c < NR; ++c) {
       const uint8_t* blk = w + c * rb + steps * kSB;
-      const typename Fmt::Step codes = Fmt::DecodeTail(blk, n);
+      typename Fmt::Step codes;
+      QStepF dw;
+#if LFMVOX_QUANT_VNNI
+      if constexpr (kSteps16) {
+        // kSteps16's tail (tensor/matrix.h) starts where the file layout's does.
+        codes = Fmt::LoadTail16(blk, n);
+        dw = QLoadTail16Scales(blk + n * (kC / kS), n);
+      } else  // NOLINT(readability/braces)
+#endif
+      {
+        codes = Fmt::DecodeTail(blk, n);
+        dw = QLoadStepScales<kS, Fmt::kBlockBytes>(blk, n);
+      }
       const auto ws = Fmt::WSide(codes);
-      const QStepF dw = QLoadStepScales<kS, Fmt::kBlockBytes>(blk, n);
       HWY_UNROLL(8)
       for (size_t r = 0; r < R; ++r) {
-        acc[r][c] = QStepAcc<Fmt>(codes, ws, dw, x + r * a.ldx + kXB * steps, acc[r][c]);
+        acc[r][c] = QStepAcc<Fmt, R>(codes, ws, dw, x + r * a.ldx + kXB * steps, acc[r][c]);
       }
     }
   }
@@ -642,10 +637,10 @@ constexpr bool QSteps() {
 #endif
 }
 
-// Whether Fmt's steps read WeightLayout::kSteps8 directly on this target
-// (otherwise QSweep unpacks a kSteps8 W's rows before its tiles).
+// Whether Fmt's steps read WeightLayout::kSteps16 directly on this target
+// (otherwise QSweep unpacks a kSteps16 W's rows before its tiles).
 template <class Fmt>
-constexpr bool QReadsSteps8() {
+constexpr bool QReadsSteps16() {
 #if LFMVOX_QUANT_VNNI
   if constexpr (requires { Fmt::kStepCodeBytes; }) return true;
 #endif
@@ -688,8 +683,8 @@ template <size_t R, size_t NR, class Fmt>
 HWY_INLINE void QTileAny(const QuantArgs& a, size_t i, size_t j, const uint8_t* w) {
 #if LFMVOX_QUANT_INTRINSICS
   if constexpr (QSteps<Fmt>()) {
-    if constexpr (QReadsSteps8<Fmt>()) {
-      if (a.steps8) return QTileSteps<R, NR, Fmt, true>(a, i, j, w);
+    if constexpr (QReadsSteps16<Fmt>()) {
+      if (a.steps16) return QTileSteps<R, NR, Fmt, true>(a, i, j, w);
     }
     QTileSteps<R, NR, Fmt>(a, i, j, w);
   } else  // NOLINT(readability/braces)
@@ -707,17 +702,17 @@ HWY_INLINE void QTileRows(const QuantArgs& a, size_t rows, size_t i, size_t j, c
   }
 }
 
-// W rows [j, j + nr) for the tiles: in place, or, for a kSteps8 W on a target
+// W rows [j, j + nr) for the tiles: in place, or, for a kSteps16 W on a target
 // whose steps do not read that layout, unpacked into the thread's scratch
 // (the same bytes as the file's layout, so the same results; rows rb apart).
 template <class Fmt>
 HWY_INLINE const uint8_t* QTileW(const QuantArgs& a, size_t j, size_t nr) {
   const uint8_t* w = a.w + j * a.w_row_bytes;
-  if (QReadsSteps8<Fmt>() || !a.steps8) return w;
+  if (QReadsSteps16<Fmt>() || !a.steps16) return w;
   uint8_t* buf = internal::ThreadQuantScratch().ReserveW(nr * a.w_row_bytes);
   for (size_t c = 0; c < nr; ++c) {
-    UnpackRowSteps8(Fmt::kFormat, w + c * a.w_row_bytes, a.blocks * Fmt::kBlockElems,
-                    buf + c * a.w_row_bytes);
+    UnpackRowSteps16(Fmt::kFormat, w + c * a.w_row_bytes, a.blocks * Fmt::kBlockElems,
+                     buf + c * a.w_row_bytes);
   }
   return buf;
 }
@@ -759,8 +754,8 @@ void QuantMatMulWith(const float* x, size_t m, size_t ldx, const MatrixView& w, 
   if (m == 0 || w.rows == 0) return;
   const size_t k = w.cols;
   if (k % Fmt::kBlockElems != 0) HWY_ABORT("ops: %s rows of %zu values are not whole blocks", Fmt::kName, k);
-  if (w.layout == WeightLayout::kSteps8 && !HasSteps8Layout(w.format))
-    HWY_ABORT("ops: %s has no kSteps8 layout", Fmt::kName);
+  if (w.layout == WeightLayout::kSteps16 && !HasSteps16Layout(w.format))
+    HWY_ABORT("ops: %s has no kSteps16 layout", Fmt::kName);
   if (k == 0) {
     for (size_t i = 0; i < m; ++i) {
       for (size_t j = 0; j < w.rows; ++j) y[i * ldy + j] = bias != nullptr ? bias[j] : 0.0f;
@@ -808,7 +803,7 @@ void QuantMatMulWith(const float* x, size_t m, size_t ldx, const MatrixView& w, 
   a.w = static_cast<const uint8_t*>(w.data);
   a.w_row_bytes = w.row_bytes;
   a.blocks = k / Fmt::kBlockElems;
-  a.steps8 = w.layout == WeightLayout::kSteps8;
+  a.steps16 = w.layout == WeightLayout::kSteps16;
   a.bias = bias;
   a.y = y;
   a.ldy = ldy;

@@ -57,12 +57,12 @@ void MatMul(const float* x, size_t m, size_t ldx, const Weight& w, const float* 
             ThreadTeam& team);
 
 // Whether MatMul on this CPU's chosen target reads format f's
-// WeightLayout::kSteps8 (tensor/matrix.h) directly (AVX3_DL: Q8_0 and Q4_0),
-// so that repacking a matrix into it at load time (RepackRowSteps8) pays:
+// WeightLayout::kSteps16 (tensor/matrix.h) directly (AVX3_DL: Q8_0 and Q4_0),
+// so that repacking a matrix into it at load time (RepackRowSteps16) pays:
 // its steps then load whole aligned registers instead of gathering blocks.
 // MatMul and AccumulateRow take either layout on every target, with the
 // same results for both.
-bool PrefersSteps8Layout(WeightFormat f);
+bool PrefersSteps16Layout(WeightFormat f);
 
 // A weight matrix W [rows = n, cols = k] repacked once (at load) for
 // PackedMatMul: column panels of kPackedPanel W rows, each panel k steps of

@@ -525,57 +525,64 @@ TEST(MatMulQuant, AccumulateRowIsExactDequantizationEveryTarget) {
   });
 }
 
-// WeightLayout::kSteps8 (tensor/matrix.h) of a QuantCase's W: rows repacked
+// WeightLayout::kSteps16 (tensor/matrix.h) of a QuantCase's W: rows repacked
 // at a stride rounded up to 64 bytes plus `pad`, at an aligned buffer + off.
-struct Steps8Copy {
-  Steps8Copy(const QuantCase& c, size_t off, size_t pad)
+struct Steps16Copy {
+  Steps16Copy(const QuantCase& c, size_t off, size_t pad)
       : rb(RoundUp(FormatRowBytes(c.f, c.k), 64) + pad), bytes(c.n * rb + off + 64) {
     w = c.W();
     w.data = bytes.data() + off;
     w.row_bytes = rb;
-    w.layout = WeightLayout::kSteps8;
-    for (size_t r = 0; r < c.n; ++r) RepackRowSteps8(c.f, c.W().row(r), c.k, bytes.data() + off + r * rb);
+    w.layout = WeightLayout::kSteps16;
+    for (size_t r = 0; r < c.n; ++r) RepackRowSteps16(c.f, c.W().row(r), c.k, bytes.data() + off + r * rb);
   }
   size_t rb;
   AlignedBuffer<uint8_t> bytes;
   Weight w;
 };
 
-// The layout's definition: code byte 8·i + e of block 8p + j at byte
-// 64·i + 8·j + e of step p's codes, steps in groups of 4 with the group's f16
-// d after its codes, the tail blocks as they are; unpacking, CopyBlocksOfRow and DequantizeMatrix give
-// the file's bytes and values back; the row keeps its size.
-TEST(MatMulQuant, Steps8LayoutIsItsDefinitionAndRoundTrips) {
+// The layout's definition: code byte 4·j + e of block 16p + l at byte
+// 64·j + 4·l + e of step p's codes, steps in groups of 2 with the group's f16
+// d after its codes; the t tail blocks alike with t lanes (byte 4t·j + 4·l + e),
+// then their d; unpacking, CopyBlocksOfRow and DequantizeMatrix give the file's
+// bytes and values back; the row keeps its size.
+TEST(MatMulQuant, Steps16LayoutIsItsDefinitionAndRoundTrips) {
   Rng rng(14);
   for (WeightFormat f : {WeightFormat::kQ8_0, WeightFormat::kQ4_0}) {
     const size_t bb = FormatRowBytes(f, 32), q = bb - 2;
-    // 0 to 9 steps (groups of 1 to 4), with 0 to 7 tail blocks.
-    for (size_t k : {32, 96, 224, 256, 288, 480, 512, 1024, 1312, 2016, 2048, 2080}) {
+    // 0 to 5 steps (groups of 1 or 2), with 0 to 15 tail blocks.
+    for (size_t k : {32, 96, 224, 256, 288, 480, 512, 544, 1024, 1312, 2016, 2048, 2080, 2304, 2528}) {
       QuantCase c(f, 1, 3, k, 1, 3, rng);
-      Steps8Copy s(c, 5, 7);
-      const size_t nb = k / 32, steps = nb / 8;
+      Steps16Copy s(c, 5, 7);
+      const size_t nb = k / 32, steps = nb / 16, t = nb % 16;
       for (size_t r = 0; r < c.n; ++r) {
         const uint8_t* blocks = c.W().row(r);
         const uint8_t* row = s.w.row(r);
         for (size_t b = 0; b < nb; ++b) {
           const uint8_t* blk = blocks + b * bb;
-          const size_t p = b / 8, j = b % 8;
-          // Step p's group of 4 (fewer at the end): its codes, then its scales.
-          const size_t g = p / 4, in_group = std::min<size_t>(4, steps - 4 * g);
-          const size_t codes = g * (32 * q + 64) + p % 4 * 8 * q;
-          const size_t scales = g * (32 * q + 64) + in_group * 8 * q + p % 4 * 16;
+          const size_t p = b / 16, l = b % 16;
           if (p < steps) {
-            for (size_t i = 0; i < q / 8; ++i) {
-              for (size_t e = 0; e < 8; ++e)
-                ASSERT_EQ(row[codes + 64 * i + 8 * j + e], blk[2 + 8 * i + e]) << WeightFormatName(f);
+            // Step p's group of 2 (1 at the end): its codes, then its scales.
+            const size_t g = p / 2, in_group = std::min<size_t>(2, steps - 2 * g);
+            const size_t codes = g * (32 * q + 64) + p % 2 * 16 * q;
+            const size_t scales = g * (32 * q + 64) + in_group * 16 * q + p % 2 * 32;
+            for (size_t j = 0; j < q / 4; ++j) {
+              for (size_t e = 0; e < 4; ++e)
+                ASSERT_EQ(row[codes + 64 * j + 4 * l + e], blk[2 + 4 * j + e]) << WeightFormatName(f);
             }
-            ASSERT_EQ(std::memcmp(row + scales + 2 * j, blk, 2), 0) << WeightFormatName(f);
+            ASSERT_EQ(std::memcmp(row + scales + 2 * l, blk, 2), 0) << WeightFormatName(f);
           } else {
-            ASSERT_EQ(std::memcmp(row + b * bb, blk, bb), 0) << WeightFormatName(f) << " tail block " << b;
+            const size_t tail = steps * 16 * bb;
+            for (size_t j = 0; j < q / 4; ++j) {
+              for (size_t e = 0; e < 4; ++e)
+                ASSERT_EQ(row[tail + 4 * t * j + 4 * l + e], blk[2 + 4 * j + e])
+                    << WeightFormatName(f) << " tail";
+            }
+            ASSERT_EQ(std::memcmp(row + tail + t * q + 2 * l, blk, 2), 0) << WeightFormatName(f) << " tail d";
           }
         }
         std::vector<uint8_t> back(nb * bb), some(3 * bb);
-        UnpackRowSteps8(f, row, k, back.data());
+        UnpackRowSteps16(f, row, k, back.data());
         ASSERT_EQ(std::memcmp(back.data(), blocks, nb * bb), 0) << WeightFormatName(f) << " k=" << k;
         for (size_t b0 = 0; b0 + 3 <= nb; b0 += 5) {
           CopyBlocksOfRow(s.w, r, b0, 3, some.data());
@@ -591,18 +598,18 @@ TEST(MatMulQuant, Steps8LayoutIsItsDefinitionAndRoundTrips) {
       ASSERT_EQ(std::memcmp(pa.data.data(), pb.data.data(), pa.data.size()), 0) << WeightFormatName(f);
     }
   }
-  EXPECT_FALSE(HasSteps8Layout(WeightFormat::kQ6_K));
-  EXPECT_FALSE(PrefersSteps8Layout(WeightFormat::kQ6_K));
-  EXPECT_FALSE(PrefersSteps8Layout(WeightFormat::kBF16));
+  EXPECT_FALSE(HasSteps16Layout(WeightFormat::kQ6_K));
+  EXPECT_FALSE(PrefersSteps16Layout(WeightFormat::kQ6_K));
+  EXPECT_FALSE(PrefersSteps16Layout(WeightFormat::kBF16));
 }
 
-// MatMul on a kSteps8 W gives the bits it gives on the file's layout, on every
+// MatMul on a kSteps16 W gives the bits it gives on the file's layout, on every
 // target (AVX3_DL reads it directly, with the same values in the same lanes;
 // the others unpack rows first), for every shape of the integer path, and so
 // batched == alone holds on it too (checked again directly: each X row alone,
 // and in chunks, against the whole batch). The scalar reference reads it as
 // the same matrix, and AccumulateRow adds the same values.
-TEST(MatMulQuant, Steps8LayoutSameBitsAsBlocksEveryTarget) {
+TEST(MatMulQuant, Steps16LayoutSameBitsAsBlocksEveryTarget) {
   ThreadTeam team1(1), team2(2);
   ForEachTarget([&] {
     Rng rng(15);
@@ -612,7 +619,7 @@ TEST(MatMulQuant, Steps8LayoutSameBitsAsBlocksEveryTarget) {
       shapes.push_back({37, 21, 2016});
       for (const auto& [m, n, k] : shapes) {
         QuantCase c(f, m, n, k, (m + k / 32) % 4, m % 2 == 0 ? 0 : 7, rng);
-        Steps8Copy s(c, m % 3 == 0 ? 0 : 64 * (m % 3), m % 2 == 0 ? 0 : 64);
+        Steps16Copy s(c, m % 3 == 0 ? 0 : 64 * (m % 3), m % 2 == 0 ? 0 : 64);
         std::vector<float> want(m * n), got(m * n, kNaN), part(m * n, kNaN);
         MatMul(c.x.p, m, c.ldx, c.W(), c.bias.p, want.data(), n, m % 2 ? team2 : team1);
         MatMul(c.x.p, m, c.ldx, s.w, c.bias.p, got.data(), n, m % 2 ? team1 : team2);

@@ -47,21 +47,23 @@ size_t FormatRowBytes(WeightFormat f, size_t cols);
 // How a row of a block format holds its blocks.
 //   kBlocks: as GGUF stores them, whole blocks in order (the only layout of
 //     a file, of Q6_K and of the plain formats).
-//   kSteps8 (Q8_0 and Q4_0 only; made at load time by RepackRowSteps8 in
+//   kSteps16 (Q8_0 and Q4_0 only; made at load time by RepackRowSteps16 in
 //     tensor/quant.h for the kernels that read it): a row of nb blocks is
-//     s = nb / 8 steps of 8 blocks, then t = nb % 8 tail blocks. A step's
-//     codes are C = 256 (Q8_0) or 128 (Q4_0) bytes: byte 64·i + 8·j + e is
-//     code byte 8·i + e of block 8p + j (j, e < 8; i < C / 64), so each 64
-//     bytes are one vector register of the 512-bit step kernels, 128-bit
-//     lane c holding blocks 2c and 2c + 1; its d are 16 bytes, the 8 f16 in
-//     block order. The steps go in groups of 4 (the last one of s % 4 if
-//     that is not 0): a group of G steps is their G·C code bytes, then their
-//     G·16 scale bytes (Steps8CodesAt, Steps8ScalesAt in tensor/quant.h), so
-//     that a row is read front to back, the scales of 4 steps one cache
-//     line. Then the t tail blocks as kBlocks has them. A row is as many
-//     bytes as in kBlocks (C + 16 = 8 blocks); the stride may be padded, so
-//     that rows start aligned.
-enum class WeightLayout : uint8_t { kBlocks, kSteps8 };
+//     s = nb / 16 steps of 16 blocks, then t = nb % 16 tail blocks. With q
+//     code bytes a block (Q8_0 32, Q4_0 16), a step's codes are C = 16·q
+//     bytes: byte 64·j + 4·l + e is code byte 4·j + e of block 16p + l
+//     (l < 16, e < 4, j < q / 4), so each 64 bytes are one vector register
+//     of the 512-bit step kernels, 32-bit lane l holding block l's bytes;
+//     its d are 32 bytes, the 16 f16 in block order. The steps go in groups
+//     of 2 (the last one alone if s is odd): a group of G steps is their G·C
+//     code bytes, then their G·32 scale bytes (Steps16CodesAt, Steps16ScalesAt
+//     in tensor/quant.h), so that a row is read front to back, the scales of
+//     2 steps one cache line. Then the t tail blocks the same way with t
+//     lanes: byte 4t·j + 4·l + e is code byte 4·j + e of block 16s + l, then
+//     their t f16 d (Steps16TailScalesAt). A row is as many bytes as in
+//     kBlocks (C + 32 = 16 blocks); the stride may be padded, so that rows
+//     start aligned.
+enum class WeightLayout : uint8_t { kBlocks, kSteps16 };
 
 // A non-owning view of W[rows, cols], row r at data + r·row_bytes. Rows may be
 // longer than cols elements (a view of some columns of a wider matrix); for a

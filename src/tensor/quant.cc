@@ -264,14 +264,26 @@ void DequantizeMatrix(const MatrixView& w, float* out) {
 
 namespace {
 
-// Code bytes of one block of a kSteps8 format.
-size_t Steps8Codes(WeightFormat f) { return f == WeightFormat::kQ8_0 ? 32 : 16; }
+// Code bytes of one block of a kSteps16 format.
+size_t Steps16Codes(WeightFormat f) { return f == WeightFormat::kQ8_0 ? 32 : 16; }
 
-// One row between kBlocks (`blocks`) and kSteps8 (`steps`), either way:
+// Where block b's d and code bytes [4j, 4j + 4) are in a kSteps16 row of nb blocks (tensor/matrix.h).
+struct Steps16Place {
+  size_t d, codes;  // codes: of j = 0; j's at codes + 64·j in a step, + 4·t·j in the tail
+  size_t stride;    // between the code groups j: 64 in a step, 4·t in the tail
+};
+Steps16Place Steps16Locate(size_t q, size_t nb, size_t b) {
+  const size_t s = nb / 16, C = 16 * q, p = b / 16, l = b % 16;
+  if (p < s) return {Steps16ScalesAt(p, s, C) + 2 * l, Steps16CodesAt(p, s, C) + 4 * l, 64};
+  const size_t t = nb % 16;
+  return {Steps16TailScalesAt(s, C, t, q) + 2 * l, s * (C + 32) + 4 * l, 4 * t};
+}
+
+// One row between kBlocks (`blocks`) and kSteps16 (`steps`), either way:
 // kRepack reads blocks and writes steps, else the reverse.
 template <bool kRepack, class In, class Out>
-void Steps8Row(WeightFormat f, In* blocks, Out* steps, size_t cols) {
-  const size_t bb = FormatRowBytes(f, 32), q = Steps8Codes(f), nb = cols / 32, s = nb / 8;
+void Steps16Row(WeightFormat f, In* blocks, Out* steps, size_t cols) {
+  const size_t bb = FormatRowBytes(f, 32), q = Steps16Codes(f), nb = cols / 32;
   auto copy = [](auto* to, auto* from, size_t n) {
     if constexpr (kRepack) {
       std::memcpy(to, from, n);
@@ -279,24 +291,21 @@ void Steps8Row(WeightFormat f, In* blocks, Out* steps, size_t cols) {
       std::memcpy(from, to, n);
     }
   };
-  for (size_t p = 0; p < s; ++p) {
-    for (size_t j = 0; j < 8; ++j) {
-      auto* block = blocks + (8 * p + j) * bb;
-      copy(steps + Steps8ScalesAt(p, s, 8 * q) + 2 * j, block, 2);  // d
-      for (size_t i = 0; i < q / 8; ++i)
-        copy(steps + Steps8CodesAt(p, s, 8 * q) + 64 * i + 8 * j, block + 2 + 8 * i, 8);
-    }
+  for (size_t b = 0; b < nb; ++b) {
+    auto* block = blocks + b * bb;
+    const Steps16Place at = Steps16Locate(q, nb, b);
+    copy(steps + at.d, block, 2);  // d
+    for (size_t j = 0; j < q / 4; ++j) copy(steps + at.codes + at.stride * j, block + 2 + 4 * j, 4);
   }
-  copy(steps + 8 * bb * s, blocks + 8 * bb * s, (nb - 8 * s) * bb);  // the tail blocks, as they are
 }
 
 }  // namespace
 
-void RepackRowSteps8(WeightFormat f, const uint8_t* src, size_t cols, uint8_t* dst) {
-  Steps8Row<true>(f, src, dst, cols);
+void RepackRowSteps16(WeightFormat f, const uint8_t* src, size_t cols, uint8_t* dst) {
+  Steps16Row<true>(f, src, dst, cols);
 }
-void UnpackRowSteps8(WeightFormat f, const uint8_t* src, size_t cols, uint8_t* dst) {
-  Steps8Row<false>(f, dst, src, cols);
+void UnpackRowSteps16(WeightFormat f, const uint8_t* src, size_t cols, uint8_t* dst) {
+  Steps16Row<false>(f, dst, src, cols);
 }
 
 void CopyBlocksOfRow(const MatrixView& w, size_t r, size_t b0, size_t n, uint8_t* out) {
@@ -306,22 +315,17 @@ void CopyBlocksOfRow(const MatrixView& w, size_t r, size_t b0, size_t n, uint8_t
     std::memcpy(out, row + b0 * bb, n * bb);
     return;
   }
-  const size_t q = Steps8Codes(w.format), s = w.cols / 32 / 8;
+  const size_t q = Steps16Codes(w.format), nb = w.cols / 32;
   for (size_t b = b0; b < b0 + n; ++b, out += bb) {
-    const size_t p = b / 8, j = b % 8;
-    if (p >= s) {
-      std::memcpy(out, row + b * bb, bb);  // a tail block, as it is
-      continue;
-    }
-    std::memcpy(out, row + Steps8ScalesAt(p, s, 8 * q) + 2 * j, 2);
-    for (size_t i = 0; i < q / 8; ++i)
-      std::memcpy(out + 2 + 8 * i, row + Steps8CodesAt(p, s, 8 * q) + 64 * i + 8 * j, 8);
+    const Steps16Place at = Steps16Locate(q, nb, b);
+    std::memcpy(out, row + at.d, 2);
+    for (size_t j = 0; j < q / 4; ++j) std::memcpy(out + 2 + 4 * j, row + at.codes + at.stride * j, 4);
   }
 }
 
 const uint8_t* RowAsBlocks(const MatrixView& w, size_t r, uint8_t* buf) {
   if (w.layout == WeightLayout::kBlocks) return w.row(r);
-  UnpackRowSteps8(w.format, w.row(r), w.cols, buf);
+  UnpackRowSteps16(w.format, w.row(r), w.cols, buf);
   return buf;
 }
 

@@ -50,22 +50,26 @@ inline void QuantizeMatrix(WeightFormat f, const float* in, size_t rows, size_t 
 // W[rows, cols] → out[rows, cols] (dense f32), in either layout.
 void DequantizeMatrix(const MatrixView& w, float* out);
 
-// The kSteps8 layout (tensor/matrix.h) of Q8_0 and Q4_0 rows.
-inline bool HasSteps8Layout(WeightFormat f) { return f == WeightFormat::kQ8_0 || f == WeightFormat::kQ4_0; }
-// Where step p (of s in a row) has its codes and its scales in kSteps8, for
-// C code bytes a step (tensor/matrix.h).
-inline constexpr size_t Steps8CodesAt(size_t p, [[maybe_unused]] size_t s, size_t C) {
-  return p / 4 * (4 * C + 64) + p % 4 * C;
+// The kSteps16 layout (tensor/matrix.h) of Q8_0 and Q4_0 rows.
+inline bool HasSteps16Layout(WeightFormat f) { return f == WeightFormat::kQ8_0 || f == WeightFormat::kQ4_0; }
+// Where step p (of s in a row) has its codes and its scales in kSteps16, for
+// C code bytes a step (tensor/matrix.h), and the tail's scales, for t tail
+// blocks of q code bytes each (the tail itself starts at s·(C + 32)).
+inline constexpr size_t Steps16CodesAt(size_t p, [[maybe_unused]] size_t s, size_t C) {
+  return p / 2 * (2 * C + 64) + p % 2 * C;
 }
-inline constexpr size_t Steps8ScalesAt(size_t p, size_t s, size_t C) {
-  const size_t g = p / 4, steps = s - 4 * g < 4 ? s - 4 * g : 4;  // the steps of p's group
-  return g * (4 * C + 64) + steps * C + p % 4 * 16;
+inline constexpr size_t Steps16ScalesAt(size_t p, size_t s, size_t C) {
+  const size_t g = p / 2, steps = s - 2 * g < 2 ? s - 2 * g : 2;  // the steps of p's group
+  return g * (2 * C + 64) + steps * C + p % 2 * 32;
 }
-// A row of `cols` values (whole blocks of f, HasSteps8Layout(f)) from the
-// file's blocks at src into kSteps8 at dst, and back; FormatRowBytes(f, cols)
+inline constexpr size_t Steps16TailScalesAt(size_t s, size_t C, size_t t, size_t q) {
+  return s * (C + 32) + t * q;
+}
+// A row of `cols` values (whole blocks of f, HasSteps16Layout(f)) from the
+// file's blocks at src into kSteps16 at dst, and back; FormatRowBytes(f, cols)
 // bytes each, src and dst not overlapping.
-void RepackRowSteps8(WeightFormat f, const uint8_t* src, size_t cols, uint8_t* dst);
-void UnpackRowSteps8(WeightFormat f, const uint8_t* src, size_t cols, uint8_t* dst);
+void RepackRowSteps16(WeightFormat f, const uint8_t* src, size_t cols, uint8_t* dst);
+void UnpackRowSteps16(WeightFormat f, const uint8_t* src, size_t cols, uint8_t* dst);
 // Blocks [b0, b0 + n) of row r of w, in either layout, as the file has them
 // (n·FormatRowBytes(w.format, block) bytes at out).
 void CopyBlocksOfRow(const MatrixView& w, size_t r, size_t b0, size_t n, uint8_t* out);
