@@ -154,7 +154,6 @@ struct Codes16 {
 HWY_INLINE void QuantizeGroups(const float* HWY_RESTRICT x, size_t groups, int8_t* HWY_RESTRICT q,
                                size_t q_stride, float* HWY_RESTRICT d) {
   const hn::CappedTag<float, 32> df;
-  const hn::Rebind<int32_t, decltype(df)> di;
   const hn::Rebind<int8_t, decltype(df)> d8;
   const size_t N = hn::Lanes(df);
   for (size_t b = 0; b < groups; ++b, x += 32, q += q_stride) {
@@ -167,7 +166,6 @@ HWY_INLINE void QuantizeGroups(const float* HWY_RESTRICT x, size_t groups, int8_
     for (size_t j = 0; j < 32; j += N)
       hn::StoreU(hn::DemoteTo(d8, hn::NearestInt(hn::Mul(hn::LoadU(df, x + j), id))), d8, q + j);
   }
-  (void)di;
 }
 
 // The f16 scale at p, widened exactly, in every lane (F16C where the target
@@ -390,7 +388,7 @@ HWY_INLINE float QStepSum(QStepF a) { return QSum({a}); }
 // d_w of the S blocks at blk (kBlockBytes apart) in the lanes the steps use
 // (lane l: block l / (kQStepLanes / S)); the blocks from n on take block 0's
 // (finite; their products are 0). Built in general registers, which the
-// vector ports do not share.
+// vector ports do not share; on AVX3_DL one gather, the lanes from n on 0.
 template <size_t S, size_t kBlockBytes>
 HWY_INLINE QStepF QLoadStepScales(const uint8_t* blk, size_t n = S) {
   static_assert(kQStepLanes % S == 0);
@@ -422,13 +420,6 @@ HWY_INLINE QStepF QLoadStepScales(const uint8_t* blk, size_t n = S) {
   return _mm256_load_ps(f);
 #endif
 #endif  // LFMVOX_QUANT_VNNI
-}
-
-// A whole step's d_w: QLoadStepScales(blk) (on AVX3_DL, where it is one
-// gather, the same).
-template <size_t S, size_t kBlockBytes>
-HWY_INLINE QStepF QLoadFullStepScales(const uint8_t* blk) {
-  return QLoadStepScales<S, kBlockBytes>(blk);
 }
 
 // Prefetch of the next tile's rows at a step: offsets 64 apart from its
@@ -564,7 +555,7 @@ HWY_NOINLINE void QTileSteps(const QuantArgs& a, size_t i, size_t j, const uint8
       const uint8_t* blk = w + c * rb + p * kSB;
       const typename Fmt::Step codes = Fmt::DecodeStep(blk);
       const auto ws = Fmt::WSide(codes);
-      const QStepF dw = QLoadFullStepScales<kS, Fmt::kBlockBytes>(blk);
+      const QStepF dw = QLoadStepScales<kS, Fmt::kBlockBytes>(blk);
       HWY_UNROLL(8)
       for (size_t r = 0; r < R; ++r)
         acc[r][c] = QStepAcc<Fmt, R>(codes, ws, dw, x + r * a.ldx + kXB * p, acc[r][c]);
