@@ -79,7 +79,7 @@ Result<ops::Weight> LoadMatrix(const Checkpoint& ckpt, const std::string& name, 
   }
   ops::Weight w = ops::Weight::Dense(format, t.data, static_cast<size_t>(rows), static_cast<size_t>(cols),
                                      static_cast<size_t>(cols));
-  if (HasSteps16Layout(format) && ops::PrefersSteps16Layout(format) && w.rows > 0 && w.cols > 0) {
+  if (ops::PrefersSteps16Layout(format) && w.rows > 0 && w.cols > 0) {
     // Repacked once for this CPU's kernels (tensor/matrix.h, WeightLayout::kSteps16), rows 64-byte aligned;
     // the checkpoint keeps the copy and releases the file's pages of the original.
     const size_t rb = RoundUp(w.row_bytes, 64);
@@ -119,7 +119,7 @@ Result<ops::Weight> ConvertMatrix(const ops::Weight& w, WeightFormat f,
   // In the layout this CPU's kernels read fastest, as LoadMatrix gives it; the rows packed (padding them
   // to 64 bytes, as LoadMatrix does, made no difference to the LFM3 codec's speed and costs up to 11 % at
   // 512 columns), the first 64-byte aligned.
-  const bool steps16 = HasSteps16Layout(f) && ops::PrefersSteps16Layout(f);
+  const bool steps16 = ops::PrefersSteps16Layout(f);
   std::vector<uint8_t>& bytes = arena->emplace_back(w.rows * rb + (steps16 ? 63 : 0));
   uint8_t* base = bytes.data();
   if (steps16) base += (64 - reinterpret_cast<uintptr_t>(base) % 64) % 64;

@@ -499,8 +499,8 @@ template <class Fmt, size_t R, class WS>
 HWY_INLINE QStepF QStepAcc(const typename Fmt::Step& codes, WS ws, QStepF dw, const uint8_t* xr, QStepF acc) {
 #if LFMVOX_QUANT_VNNI
   // Tiles of 1 or 2 X rows (decode) have few products in flight: there a step's eight vpdpbusd run as two
-  // chains of four, added once (exact in int32, so the same sums): decode streaming W from DRAM ran ~30 %
-  // slower with one chain of eight ([65536×2048] Q4_0, 1 thread) than with 8-block steps.
+  // chains of four, added once (exact in int32, so the same sums): Q4_0 backbone tg64 at 1 thread 2.5 %
+  // faster than one chain of eight (three interleaved rounds; 2 threads the same).
   return QStepMulAdd(Fmt::template DotStep<(R <= 2 ? 2 : 1)>(codes, ws, xr),
                      QStepMul(dw, QStepLoadF(xr + Fmt::kDxAt)), acc);
 #else
@@ -571,7 +571,7 @@ HWY_NOINLINE void QTileSteps(const QuantArgs& a, size_t i, size_t j, const uint8
       if constexpr (kSteps16) {
         // kSteps16's tail (tensor/matrix.h) starts where the file layout's does.
         codes = Fmt::LoadTail16(blk, n);
-        dw = QLoadTail16Scales(blk + n * (kC / kS), n);
+        dw = QLoadTail16Scales(w + c * rb + Steps16TailScalesAt(steps, kC, n, kC / kS), n);
       } else  // NOLINT(readability/braces)
 #endif
       {

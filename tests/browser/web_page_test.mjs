@@ -90,6 +90,13 @@ async function open(query, port = server.port) {
   return { context, page, problems };
 }
 const stats = (page) => page.evaluate(() => JSON.parse(JSON.stringify(window.lfmvoxStats)));
+// open(), then Start, until the page has chosen its turn-detection mode.
+async function openAndStart(query, port = server.port) {
+  const opened = await open(query, port);
+  await opened.page.click('#start');
+  await opened.page.waitForFunction(() => window.lfmvoxStats.mode !== '', null, { timeout: 30000 });
+  return opened;
+}
 
 try {
   await test('files: Content-Type, CSP, nothing else', async () => {
@@ -277,9 +284,7 @@ try {
   });
 
   await test('server VAD: speaking over the answer cancels it, stops playback, truncates to what was heard', async () => {
-    const { context, page, problems } = await open('', vad.port);
-    await page.click('#start');
-    await page.waitForFunction(() => window.lfmvoxStats.mode !== '', null, { timeout: 30000 });
+    const { context, page, problems } = await openAndStart('', vad.port);
     assert.equal((await stats(page)).mode, 'server_vad');
     // The first answer is long (vad's --max-new): the question's next loop starts while it is generated.
     await page.waitForFunction(() => window.lfmvoxStats.responses.length > 0 &&
@@ -339,18 +344,14 @@ try {
 
   await test('semantic_vad is taken as asked; a turn detection the server lacks falls back to push to talk', async () => {
     {
-      const { context, page, problems } = await open('?vad=semantic_vad');
-      await page.click('#start');
-      await page.waitForFunction(() => window.lfmvoxStats.mode !== '', null, { timeout: 30000 });
+      const { context, page, problems } = await openAndStart('?vad=semantic_vad');
       const s = await stats(page);
       assert.equal(s.mode, 'semantic_vad');
       assert.equal(s.errors.length, 0);
       assert.deepEqual(problems, []);
       await context.close();
     }
-    const { context, page, problems } = await open('?vad=neural_vad');
-    await page.click('#start');
-    await page.waitForFunction(() => window.lfmvoxStats.mode !== '', null, { timeout: 30000 });
+    const { context, page, problems } = await openAndStart('?vad=neural_vad');
     const s = await stats(page);
     assert.equal(s.mode, 'manual');
     assert.equal(s.errors.length, 1);

@@ -797,8 +797,7 @@ Result<Lfm2Gguf> OpenLfm2Gguf(const std::string& path) {
   LFM_RETURN_IF_ERROR(AddTensors(*f, Lfm2ToHf, &t));
   owner->files.push_back(std::move(f));
   LFM_ASSIGN_OR_RETURN(Lfm2Config c, Lfm2Config::FromJson(j, path + " (GGUF metadata)"));
-  std::vector<std::span<const std::byte>> mapped = owner->Mappings();
-  return Lfm2Gguf{std::move(c), Checkpoint::FromViews(path, std::move(t), owner, std::move(mapped))};
+  return Lfm2Gguf{std::move(c), Checkpoint::FromViews(path, std::move(t), owner, owner->Mappings())};
 }
 
 // --- Writing ----------------------------------------------------------------------------
