@@ -56,14 +56,14 @@ struct Q4_0Blocks {
   static Step DecodeStep(const uint8_t* blk) { return DecodeTail(blk, kStepBlocks); }
   // WeightLayout::kSteps16 holds P_0 .. P_3 as they are.
   static constexpr size_t kStepCodeBytes = 256;
-  static Step LoadStep16(const uint8_t* codes) {
+  static Step LoadStep16(const uint8_t* codes, size_t /*h*/) {
     __m512i c[4];
     for (size_t j = 0; j < 4; ++j) c[j] = _mm512_loadu_si512(codes + 64 * j);
     return Split(c);
   }
-  static Step LoadTail16(const uint8_t* tail, size_t n) {
+  static Step LoadTail16(const uint8_t* tail, size_t n, size_t /*h*/) {
     __m512i c[4];
-    for (size_t j = 0; j < 4; ++j) c[j] = QLoadTail16Codes(tail, j, n);
+    for (size_t j = 0; j < 4; ++j) c[j] = QLoadTail16Codes(tail, j, n, 0);
     return Split(c);
   }
   static int WSide(const Step& /*w*/) { return 0; }
@@ -91,63 +91,61 @@ struct Q4_0Blocks {
     _mm512_store_ps(rec + kDxAt, _mm512_loadu_ps(d));
   }
 #elif LFMVOX_QUANT_INTRINSICS
-  // Four blocks a step (matmul_quant-inl.h). Block j's code byte i holds
-  // weights i (low nibble) and i + 16 (high). With L = code bytes [0, 8) of
-  // blocks b, b + 1 | b + 2, b + 3 (64 bits each; the bar: 128-bit lanes)
-  // and H = bytes [8, 16) alike, the four registers
-  //   L & 15: weights [0, 8),   H & 15: [8, 16),
-  //   L >> 4: [16, 24),         H >> 4: [24, 32)     (of each block)
-  // hold 64-bit pieces of one block each, and the X record holds the values
-  // in the same order (A, B, C, D), then the X-side correction, then d_x.
+  // Eight blocks a step on 256-bit vectors, read from WeightLayout::kSteps16 (half h of its 16-block
+  // step; matmul_quant-inl.h), lane l block l: with P_j (j < 4) lane l = code bytes [4j, 4j + 4) of
+  // block l, registers P_j & 15 (weights [4j, 4j + 4)) and (P_j >> 4) & 15 ([16 + 4j, 20 + 4j)) meet X's
+  // parts j and 4 + j as pmaddubsw's unsigned operands. Each int16 lane sums 16 products of at most
+  // 15·127 (|Σ| ≤ 30480), and less X's correction 8·Σ x over the same 16 values it is Σ (q − 8)·x,
+  // |·| ≤ 16256: exact in int16 (wrapping adds give it in any order); one pmaddwd then adds each
+  // block's two lanes into int32 lane l. X's record: parts 0 .. 7, the correction (16 int16), d_x (8
+  // floats, lane l: block l).
   static constexpr bool kSteps = true;
-  static constexpr size_t kStepBlocks = 4, kRecordBytes = 192, kDxAt = 160;
+  static constexpr size_t kStepBlocks = 8, kRecordBytes = 320, kDxAt = 288;
+  static constexpr size_t kStepCodeBytes = 256;  // a 16-block step of kSteps16
   struct Step {
-    __m256i a, b, c, d;
+    __m256i p[8];
   };
-  static Step Split(__m256i p, __m256i q) {  // p: blocks b | b + 2, q: b + 1 | b + 3
+  static Step Split(const __m256i c[4]) {
     const __m256i m4 = _mm256_set1_epi8(0x0f);
-    const __m256i l = _mm256_unpacklo_epi64(p, q), h = _mm256_unpackhi_epi64(p, q);
-    return {_mm256_and_si256(l, m4), _mm256_and_si256(h, m4), _mm256_and_si256(_mm256_srli_epi16(l, 4), m4),
-            _mm256_and_si256(_mm256_srli_epi16(h, 4), m4)};
+    Step s;
+    for (size_t j = 0; j < 4; ++j) {
+      s.p[j] = _mm256_and_si256(c[j], m4);
+      s.p[4 + j] = _mm256_and_si256(_mm256_srli_epi16(c[j], 4), m4);
+    }
+    return s;
   }
-  static __m128i Codes(const uint8_t* blk, size_t j) {
-    return _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + j * kBlockBytes + 2));
+  static Step LoadStep16(const uint8_t* codes, size_t h) {
+    __m256i c[4];
+    for (size_t j = 0; j < 4; ++j)
+      c[j] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes + 64 * j + 32 * h));
+    return Split(c);
   }
-  static __m256i Join(__m128i lo, __m128i hi) {
-    return _mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1);
+  static Step LoadTail16(const uint8_t* tail, size_t n, size_t h) {
+    __m256i c[4];
+    for (size_t j = 0; j < 4; ++j) c[j] = QLoadTail16Codes(tail, j, n, h);
+    return Split(c);
   }
-  static Step DecodeStep(const uint8_t* blk) {
-    return Split(Join(Codes(blk, 0), Codes(blk, 2)), Join(Codes(blk, 1), Codes(blk, 3)));
+  static int WSide(const Step& /*w*/) { return 0; }
+  static QStepI DotStep(const Step& q, int /*ws*/, const uint8_t* xr) {
+    auto x = [xr](size_t r) { return _mm256_load_si256(reinterpret_cast<const __m256i*>(xr + 32 * r)); };
+    __m256i p0 = _mm256_sub_epi16(_mm256_maddubs_epi16(q.p[0], x(0)), x(8));
+    __m256i p1 = _mm256_maddubs_epi16(q.p[1], x(1));
+    for (size_t r = 2; r < 8; r += 2) {
+      p0 = _mm256_add_epi16(p0, _mm256_maddubs_epi16(q.p[r], x(r)));
+      p1 = _mm256_add_epi16(p1, _mm256_maddubs_epi16(q.p[r + 1], x(r + 1)));
+    }
+    return _mm256_madd_epi16(_mm256_add_epi16(p0, p1), _mm256_set1_epi16(1));
   }
-  static Step DecodeTail(const uint8_t* blk, size_t n) {  // n = 1, 2 or 3
-    const __m128i z = _mm_setzero_si128();
-    return Split(Join(Codes(blk, 0), n > 2 ? Codes(blk, 2) : z), Join(n > 1 ? Codes(blk, 1) : z, z));
-  }
-  // Pair sums ≤ 2·15·127 each, four of them ≤ 15240, the correction (8 times
-  // 8 values) ≤ 8128 in magnitude: the int16 sums and difference are exact.
-  static int WSide(const Step& /*q*/) { return 0; }
-  static QInt DotStep(const Step& q, int /*ws*/, const uint8_t* xr) {
-    auto x = [xr](size_t o) { return _mm256_load_si256(reinterpret_cast<const __m256i*>(xr + o)); };
-    const __m256i p = _mm256_add_epi16(
-        _mm256_add_epi16(_mm256_maddubs_epi16(q.a, x(0)), _mm256_maddubs_epi16(q.b, x(32))),
-        _mm256_add_epi16(_mm256_maddubs_epi16(q.c, x(64)), _mm256_maddubs_epi16(q.d, x(96))));
-    return _mm256_madd_epi16(_mm256_sub_epi16(p, x(128)), _mm256_set1_epi16(1));
-  }
-  // A, B, C, D: values [8·part, 8·part + 8) of groups 0 .. 3 in that order;
-  // the correction: 8 times their pair sums, as pmaddubsw forms them.
   static void PackX(const int8_t* q, const float* d, uint8_t* rec) {
-    for (size_t part = 0; part < 4; ++part) {
-      for (size_t g = 0; g < 4; ++g) std::memcpy(rec + 32 * part + 8 * g, q + 32 * g + 8 * part, 8);
-    }
-    const __m256i o = _mm256_set1_epi8(8);
-    __m256i xs = _mm256_setzero_si256();
-    for (size_t part = 0; part < 4; ++part) {
+    QStepXParts(q, rec);
+    const __m256i eight = _mm256_set1_epi8(8);
+    __m256i xs = _mm256_setzero_si256();  // 8·Σ x over each int16 lane's values
+    for (size_t r = 0; r < 8; ++r) {
       xs = _mm256_add_epi16(
-          xs, _mm256_maddubs_epi16(o, _mm256_load_si256(reinterpret_cast<const __m256i*>(rec + 32 * part))));
+          xs, _mm256_maddubs_epi16(eight, _mm256_load_si256(reinterpret_cast<const __m256i*>(rec + 32 * r))));
     }
-    _mm256_store_si256(reinterpret_cast<__m256i*>(rec + 128), xs);
-    _mm256_store_ps(reinterpret_cast<float*>(rec + kDxAt),
-                    _mm256_setr_ps(d[0], d[0], d[1], d[1], d[2], d[2], d[3], d[3]));
+    _mm256_store_si256(reinterpret_cast<__m256i*>(rec + 256), xs);
+    _mm256_store_ps(reinterpret_cast<float*>(rec + kDxAt), _mm256_loadu_ps(d));
   }
 #else
   using Codes = Codes16;

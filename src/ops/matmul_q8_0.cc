@@ -44,14 +44,14 @@ struct Q8_0Blocks {
   static Step DecodeStep(const uint8_t* blk) { return DecodeTail(blk, kStepBlocks); }
   // WeightLayout::kSteps16 holds P_0 .. P_7 as they are.
   static constexpr size_t kStepCodeBytes = 512;
-  static Step LoadStep16(const uint8_t* codes) {
+  static Step LoadStep16(const uint8_t* codes, size_t /*h*/) {
     Step s;
     for (size_t j = 0; j < 8; ++j) s.p[j] = _mm512_loadu_si512(codes + 64 * j);
     return s;
   }
-  static Step LoadTail16(const uint8_t* tail, size_t n) {
+  static Step LoadTail16(const uint8_t* tail, size_t n, size_t /*h*/) {
     Step s;
-    for (size_t j = 0; j < 8; ++j) s.p[j] = QLoadTail16Codes(tail, j, n);
+    for (size_t j = 0; j < 8; ++j) s.p[j] = QLoadTail16Codes(tail, j, n, 0);
     return s;
   }
   static __m512i WSide(const Step& w) {
@@ -80,44 +80,47 @@ struct Q8_0Blocks {
     _mm512_store_ps(rec + kDxAt, _mm512_loadu_ps(d));
   }
 #elif LFMVOX_QUANT_INTRINSICS
-  // Two blocks a step (matmul_quant-inl.h): A = values [0, 16) of both
-  // blocks (one per 128-bit lane), B = [16, 32); X's record: its A, its B,
-  // then d_x.
+  // Eight blocks a step on 256-bit vectors, read from WeightLayout::kSteps16 (half h of its 16-block
+  // step; matmul_quant-inl.h): register P_j (j < 8) holds in lane l the values [4j, 4j + 4) of block l.
+  // pmaddubsw wants one unsigned operand: |w| · (x with w's sign) = w·x, pair sums below 2·128·127 <
+  // 2^15, but two registers' could overflow int16, so each is widened (pmaddwd) on its own; int32 lane l
+  // sums block l only. X's record: its parts 0 .. 7 (values [4r, 4r + 4) of each block), then d_x (8
+  // floats, lane l: block l).
   static constexpr bool kSteps = true;
-  static constexpr size_t kStepBlocks = 2, kRecordBytes = 96, kDxAt = 64;
+  static constexpr size_t kStepBlocks = 8, kRecordBytes = 288, kDxAt = 256;
+  static constexpr size_t kStepCodeBytes = 512;  // a 16-block step of kSteps16
   struct Step {
-    __m256i a, b;
+    __m256i w[8];
   };
-  static __m128i Load16(const uint8_t* p) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)); }
-  static __m256i Join(__m128i lo, __m128i hi) {
-    return _mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1);
+  static Step LoadStep16(const uint8_t* codes, size_t h) {
+    Step s;
+    for (size_t j = 0; j < 8; ++j)
+      s.w[j] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes + 64 * j + 32 * h));
+    return s;
   }
-  static Step DecodeStep(const uint8_t* blk) {
-    return {Join(Load16(blk + 2), Load16(blk + kBlockBytes + 2)),
-            Join(Load16(blk + 18), Load16(blk + kBlockBytes + 18))};
+  static Step LoadTail16(const uint8_t* tail, size_t n, size_t h) {
+    Step s;
+    for (size_t j = 0; j < 8; ++j) s.w[j] = QLoadTail16Codes(tail, j, n, h);
+    return s;
   }
-  static Step DecodeTail(const uint8_t* blk, size_t /*n = 1*/) {
-    return {Join(Load16(blk + 2), _mm_setzero_si128()), Join(Load16(blk + 18), _mm_setzero_si128())};
-  }
-  // pmaddubsw wants one unsigned operand: |w| · (x with w's sign) = w·x. A
-  // half's pair sums stay below 2·128·127 < 2^15, so nothing saturates, but
-  // two halves could: each is widened to int32 on its own.
   static int WSide(const Step& /*w*/) { return 0; }
-  static QInt DotStep(const Step& w, int /*ws*/, const uint8_t* xr) {
-    const __m256i xa = _mm256_load_si256(reinterpret_cast<const __m256i*>(xr));
-    const __m256i xb = _mm256_load_si256(reinterpret_cast<const __m256i*>(xr + 32));
+  static QStepI DotStep(const Step& w, int /*ws*/, const uint8_t* xr) {
     const __m256i one = _mm256_set1_epi16(1);
-    const __m256i pa = _mm256_maddubs_epi16(_mm256_sign_epi8(w.a, w.a), _mm256_sign_epi8(xa, w.a));
-    const __m256i pb = _mm256_maddubs_epi16(_mm256_sign_epi8(w.b, w.b), _mm256_sign_epi8(xb, w.b));
-    return _mm256_add_epi32(_mm256_madd_epi16(pa, one), _mm256_madd_epi16(pb, one));
+    auto dot = [&](size_t j) {
+      const __m256i x = _mm256_load_si256(reinterpret_cast<const __m256i*>(xr + 32 * j));
+      return _mm256_madd_epi16(
+          _mm256_maddubs_epi16(_mm256_sign_epi8(w.w[j], w.w[j]), _mm256_sign_epi8(x, w.w[j])), one);
+    };
+    __m256i p0 = dot(0), p1 = dot(1);
+    for (size_t j = 2; j < 8; j += 2) {
+      p0 = _mm256_add_epi32(p0, dot(j));
+      p1 = _mm256_add_epi32(p1, dot(j + 1));
+    }
+    return _mm256_add_epi32(p0, p1);
   }
   static void PackX(const int8_t* q, const float* d, uint8_t* rec) {
-    const __m256i v0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(q));
-    const __m256i v1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(q + 32));
-    _mm256_store_si256(reinterpret_cast<__m256i*>(rec), _mm256_permute2x128_si256(v0, v1, 0x20));
-    _mm256_store_si256(reinterpret_cast<__m256i*>(rec + 32), _mm256_permute2x128_si256(v0, v1, 0x31));
-    _mm256_store_ps(reinterpret_cast<float*>(rec + kDxAt),
-                    _mm256_blend_ps(_mm256_set1_ps(d[0]), _mm256_set1_ps(d[1]), 0xF0));
+    QStepXParts(q, rec);
+    _mm256_store_ps(reinterpret_cast<float*>(rec + kDxAt), _mm256_loadu_ps(d));
   }
 #else
   using Codes = Codes16;

@@ -229,6 +229,15 @@ constexpr size_t kQMR = 4;
 // interleaved), 1×1, 1×3, 1×6 and 1×8 were no better than 1×2.
 constexpr size_t kQNrForRVnni[] = {0, 2, 4, 4, 4, 3, 2, 2, 2};
 constexpr size_t kQMRVnni = 8;
+// The 256-bit steps of the 32-blocks (AVX2/AVX3: eight blocks a step, one a
+// lane) decode a step into 8 of the 16 registers: m = 1 runs 1×4 (each step
+// used as it is decoded), m = 2 2×2, larger m tiles of one W row and up to 8
+// X rows. L2-resident [192×2048], 1 thread, Zen (family 23), GFLOP/s at m = 8
+// / 64, Q8_0 and Q4_0: 8×1 29.3 / 28.9 and 46.8 / 45.9; 4×1 (no spills) 28.0 /
+// 28.2 and 44.5 / 43.8; 6×1 28.3 / 28.9 and 44.6 / 45.2; 4×2 26.4 / 26.5 and
+// 40.4 / 40.3; 2×2 24.4 / 24.2 and 37.5 / 37.0.
+constexpr size_t kQNrForRSteps[] = {0, 4, 2, 1, 1, 1, 1, 1, 1};
+constexpr size_t kQMRSteps = 8;
 // For m > kQMR: X rows processed against each W row block while they stay in
 // L2, as matmul-inl.h does (quantized X is ~1.1 bytes a value).
 constexpr size_t kQXBlockBytes = 256 * 1024;
@@ -312,32 +321,39 @@ HWY_NOINLINE void QTile(const QuantArgs& a, size_t i, size_t j, const uint8_t* H
 }
 
 #if LFMVOX_QUANT_INTRINSICS
-// The 32-blocks (Q8_0, Q4_0) on AVX2/AVX-512, kStepBlocks = S blocks a step
-// (Q8_0: 2, Q4_0: 4; both 16 on AVX3_DL): a decoder with kSteps has
-//   Step DecodeStep(const uint8_t* blk): blocks b .. b + S (blk: b's start)
-//       in the order of the X record below; DecodeTail(blk, n): the n < S
-//       blocks left at the end of a row, the others' codes 0;
+// The 32-blocks (Q8_0, Q4_0) on AVX2/AVX-512, kStepBlocks = S blocks a step,
+// int32 lane l of a step summing block l's products whole (S = 8 on 256-bit
+// AVX2/AVX3, 16 on AVX3_DL). Register j of a step holds, in lane l, block l's
+// code bytes [4j, 4j + 4), as WeightLayout::kSteps16 (tensor/matrix.h) stores
+// them; X's record part r holds, in lane l, block l's values [4r, 4r + 4)
+// (for Q4_0, part r < 4 meets the low nibbles of register r, part 4 + r their
+// high nibbles). A decoder with kSteps has
+//   kStepCodeBytes: the code bytes of a 16-block step of kSteps16;
+//   Step LoadStep16(codes, h): half h (of 16 / S) of the kSteps16 step whose
+//       codes are at `codes`; LoadTail16(tail, n, h): the same of the n < 16
+//       tail blocks, lanes past n 0;
+//   on AVX3_DL also DecodeStep(blk) / DecodeTail(blk, n): the same registers
+//       gathered from the file's layout (blk: block b's start);
 //   WSide(step): a W-only term of the step, computed once per decoded step
 //       and shared by the tile's X rows (Q8_0 on AVX3_DL: −128·Σ w; int 0
 //       where there is none);
-//   QStepI DotStep(step, ws, xrec): int32 lanes (kQStepLanes: 8, or 16 on
-//       AVX3_DL), lane l summing the products of block b + l / (lanes / S)
-//       only, exact;
+//   QStepI DotStep(step, ws, xrec): S int32 lanes, lane l block l's sum, exact;
 //   PackX(q, d, rec): the X record of a step from its S groups (q: 32·S int8
 //       in element order, d: their f32 scales; zeros past a row's end):
-//       the int8 values in the decoder's order, the X-side correction if the
-//       decoder has one, and at kDxAt the kQStepLanes floats d[l / (lanes / S)].
-// On AVX2/AVX3 (256-bit, S = 2 or 4) a step costs one pmaddwd, one
-// conversion, one multiply of the scales and one FMA per 32·S weights (Q4_0 adds its four pmaddubsw results
-// exactly in int16; Q8_0's two halves could overflow it and are widened separately), and every tile shape
-// runs the same steps in the same order: per output, one FMA per step in order, then the tail, then the lane
-// sum (batched == alone). On AVX3_DL (512-bit, S = 16, VNNI) int32 lane l sums block b + l whole: eight
-// vpdpbusd per step and X row replace the pmaddubsw/pmaddwd chain, and the conversion, the multiply and the
-// FMA serve 512 weights (with 8 blocks a step, each lane half a block, they served 256: 7 vector operations
-// per 256 weights and X row became 5.5). Register j of a step holds, in lane l, block l's code bytes
-// [4j, 4j + 4); X's record part r holds, in lane l, block l's values [4r, 4r + 4) (for Q4_0, part r < 4
-// meets the low nibbles of register r, part 4 + r their high nibbles). The X record is private to the
-// call, so its layout is free.
+//       the parts, the X-side correction if the decoder has one, and at kDxAt
+//       the S floats d.
+// Every tile shape runs the same steps in the same order: per output, one FMA
+// per step in order, then the tail, then the lane sum (batched == alone). On
+// AVX2/AVX3 a step is 8 pmaddubsw per X row (Q4_0 adds them exactly in int16;
+// Q8_0's could overflow it and are widened one by one), then per 256 weights
+// one conversion, one multiply of the scales and one FMA; a W in the file's
+// layout is repacked a tile of rows at a time (QTileW), so that both layouts
+// give the same bits. (The steps of 4 Q4_0 / 2 Q8_0 blocks they replace, one
+// block per 64-bit piece, spent 4 loads, 2 inserts, 2 unpacks and a scale
+// gather through general registers on each 128 weights.) On AVX3_DL eight
+// vpdpbusd per step and X row replace the pmaddubsw/pmaddwd chain, and the
+// conversion, the multiply and the FMA serve 512 weights. The X record is
+// private to the call, so its layout is free.
 
 // The step primitives: f32 lanes QStepF (the accumulators, the scales) and
 // int32 lanes QStepI (a step's exact sums); 256-bit on AVX2/AVX3, 512-bit on
@@ -345,7 +361,6 @@ HWY_NOINLINE void QTile(const QuantArgs& a, size_t i, size_t j, const uint8_t* H
 #if LFMVOX_QUANT_VNNI
 using QStepF = __m512;
 using QStepI = __m512i;
-constexpr size_t kQStepLanes = 16;
 HWY_INLINE QStepF QStepZero() { return _mm512_setzero_ps(); }
 HWY_INLINE QStepF QStepMulAdd(QStepI p, QStepF scale, QStepF acc) {
   return _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), scale, acc);
@@ -377,7 +392,6 @@ HWY_INLINE __m512i QGatherCodes(const uint8_t* blk, size_t j, size_t n) {
 #else
 using QStepF = __m256;
 using QStepI = __m256i;
-constexpr size_t kQStepLanes = 8;
 HWY_INLINE QStepF QStepZero() { return _mm256_setzero_ps(); }
 HWY_INLINE QStepF QStepMulAdd(QStepI p, QStepF scale, QStepF acc) { return QMulAdd(p, scale, {acc}).v; }
 HWY_INLINE QStepF QStepLoadF(const uint8_t* p) { return _mm256_load_ps(reinterpret_cast<const float*>(p)); }
@@ -385,66 +399,62 @@ HWY_INLINE QStepF QStepMul(QStepF a, QStepF b) { return _mm256_mul_ps(a, b); }
 HWY_INLINE float QStepSum(QStepF a) { return QSum({a}); }
 #endif
 
-// d_w of the S blocks at blk (kBlockBytes apart) in the lanes the steps use
-// (lane l: block l / (kQStepLanes / S)); the blocks from n on take block 0's
-// (finite; their products are 0). Built in general registers, which the
-// vector ports do not share; on AVX3_DL one gather, the lanes from n on 0.
-template <size_t S, size_t kBlockBytes>
-HWY_INLINE QStepF QLoadStepScales(const uint8_t* blk, size_t n = S) {
-  static_assert(kQStepLanes % S == 0);
 #if LFMVOX_QUANT_VNNI
-  // One block a lane, the lanes from n on 0 (their products are 0 too).
-  static_assert(S == 16);
+// File layout (kBlocks): d_w of the 16 blocks at blk (kBlockBytes apart), one
+// gather, the lanes from n on 0 (their products are 0 too).
+template <size_t kBlockBytes>
+HWY_INLINE QStepF QLoadStepScales(const uint8_t* blk, size_t n = 16) {
   const __m512i d = QGatherBlockDwords<kBlockBytes>(blk, 0, n);  // d in each dword's low half
   return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(d));
-#else
-  uint16_t h[S];
-  std::memcpy(&h[0], blk, 2);
-  for (size_t s = 1; s < S; ++s) {
-    if (s < n) {
-      std::memcpy(&h[s], blk + s * kBlockBytes, 2);
-    } else {
-      h[s] = h[0];
-    }
-  }
-#if !defined(HWY_DISABLE_F16C)
-  uint64_t v = 0;
-  for (size_t s = 0; s < S; ++s) v |= uint64_t{h[s]} << (16 * s);
-  __m128i t = _mm_cvtsi64_si128(static_cast<long long>(v));
-  t = _mm_unpacklo_epi16(t, t);
-  if constexpr (S == 2) t = _mm_unpacklo_epi32(t, t);
-  return _mm256_cvtph_ps(t);
-#else
-  HWY_ALIGN float f[8];
-  for (size_t l = 0; l < 8; ++l) f[l] = F16ToF32(h[l / (8 / S)]);
-  return _mm256_load_ps(f);
-#endif
-#endif  // LFMVOX_QUANT_VNNI
 }
 
-// Prefetch of the next tile's rows at a step: offsets 64 apart from its
-// start (steps are contiguous, so every line is touched).
+// File layout: prefetch of the next tile's rows at a step, offsets 64 apart
+// from its start (steps are contiguous, so every line is touched).
 template <class Fmt>
 HWY_INLINE void PrefetchStep(const uint8_t* p) {
   for (size_t o = 0; o < Fmt::kStepBlocks * Fmt::kBlockBytes; o += 64) hwy::Prefetch(p + o);
 }
+#endif
 
+// WeightLayout::kSteps16 (tensor/matrix.h): a 16-block step's codes are
+// kStepCodeBytes contiguous bytes, 64 per register (Fmt::LoadStep16; half h
+// of a 256-bit step at 32·h), its 16 f16 d_w 32 bytes after its group's
+// codes, widened exactly (on AVX3_DL the same values in the same lanes as the
+// file's layout gives, so both layouts give the same bits). The tail's n
+// blocks: register j at 4n·j (Fmt::LoadTail16), their n d_w after the codes;
+// lanes from n on 0.
 #if LFMVOX_QUANT_VNNI
-// WeightLayout::kSteps16 (tensor/matrix.h), read by the 512-bit steps: a
-// step's codes are kStepCodeBytes contiguous bytes, whole registers
-// (Fmt::LoadStep16), its 16 f16 d_w 32 bytes after its group's codes, widened
-// exactly: the same values in the same lanes as the file's layout gives, so
-// both layouts give the same bits. The tail's n blocks: register j at 4n·j
-// (Fmt::LoadTail16), their n d_w after the codes; lanes from n on 0, as the
-// file layout's tail has them.
-HWY_INLINE QStepF QLoadStep16Scales(const uint8_t* p) {
+HWY_INLINE QStepF QLoadStep16Scales(const uint8_t* p, size_t /*h*/) {
   return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
 }
-HWY_INLINE QStepF QLoadTail16Scales(const uint8_t* p, size_t n) {
+HWY_INLINE QStepF QLoadTail16Scales(const uint8_t* p, size_t n, size_t /*h*/) {
   return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(QLaneMask(n), p));
 }
-HWY_INLINE __m512i QLoadTail16Codes(const uint8_t* tail, size_t j, size_t n) {
+HWY_INLINE __m512i QLoadTail16Codes(const uint8_t* tail, size_t j, size_t n, size_t /*h*/) {
   return _mm512_maskz_loadu_epi32(QLaneMask(n), tail + 4 * n * j);
+}
+#else
+HWY_INLINE QStepF QLoadStep16Scales(const uint8_t* p, size_t h) {
+#if !defined(HWY_DISABLE_F16C)
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * h)));
+#else
+  HWY_ALIGN float f[8];
+  for (size_t l = 0; l < 8; ++l)
+    f[l] = F16ToF32(static_cast<uint16_t>(p[16 * h + 2 * l] | p[16 * h + 2 * l + 1] << 8));
+  return _mm256_load_ps(f);
+#endif
+}
+// The tail's lanes [8h, min(n, 8h + 8)); the others 0 (read from a copy: AVX2 has no 16-bit masked load,
+// and the row may end right after the scales).
+HWY_INLINE QStepF QLoadTail16Scales(const uint8_t* p, size_t n, size_t h) {
+  HWY_ALIGN uint8_t d[16] = {};
+  std::memcpy(d, p + 16 * h, 2 * std::min<size_t>(8, n - 8 * h));
+  return QLoadStep16Scales(d, 0);
+}
+HWY_INLINE __m256i QLoadTail16Codes(const uint8_t* tail, size_t j, size_t n, size_t h) {
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n - 8 * h)), lane);
+  return _mm256_maskload_epi32(reinterpret_cast<const int*>(tail + 4 * n * j + 32 * h), mask);
 }
 #endif
 
@@ -455,6 +465,14 @@ HWY_INLINE void QStepXParts(const int8_t* q, __m512i part[8]) {
   const __m512i at =
       _mm512_setr_epi32(0, 32, 64, 96, 128, 160, 192, 224, 256, 288, 320, 352, 384, 416, 448, 480);
   for (size_t r = 0; r < 8; ++r) part[r] = _mm512_i32gather_epi32(at, q + 4 * r, 1);
+}
+#else
+// X's 8 groups at q (32 int8 each) in the order of the 256-bit steps, at rec: part r (32 bytes at 32·r)
+// holds in lane l group l's values [4r, 4r + 4). (Once per row and step, not per W row.)
+HWY_INLINE void QStepXParts(const int8_t* q, uint8_t* rec) {
+  for (size_t r = 0; r < 8; ++r) {
+    for (size_t l = 0; l < 8; ++l) std::memcpy(rec + 32 * r + 4 * l, q + 32 * l + 4 * r, 4);
+  }
 }
 #endif
 
@@ -508,83 +526,9 @@ HWY_INLINE QStepF QStepAcc(const typename Fmt::Step& codes, WS ws, QStepF dw, co
 #endif
 }
 
-// kSteps16: W in WeightLayout::kSteps16 (QReadsSteps16<Fmt>()): the same steps
-// in the same order, each decoded from its aligned registers; the tail
-// starts at the same offset in both layouts (a step is 16 blocks' bytes).
-template <size_t R, size_t NR, class Fmt, bool kSteps16 = false>
-HWY_NOINLINE void QTileSteps(const QuantArgs& a, size_t i, size_t j, const uint8_t* HWY_RESTRICT w) {
-  const size_t rb = a.w_row_bytes;
-  const uint8_t* HWY_RESTRICT x = a.x + i * a.ldx;
-  constexpr size_t kS = Fmt::kStepBlocks, kSB = kS * Fmt::kBlockBytes, kXB = Fmt::kRecordBytes;
-#if LFMVOX_QUANT_VNNI
-  constexpr size_t kC = Fmt::kStepCodeBytes;
-#endif
-  QStepF acc[R][NR];  // acc[r][c]: Y[i + r, j + c]
-  HWY_UNROLL(8)
-  for (size_t r = 0; r < R; ++r) {
-    HWY_UNROLL(8)
-    for (size_t c = 0; c < NR; ++c) acc[r][c] = QStepZero();
-  }
-  const size_t steps = a.blocks / kS;
-  for (size_t p = 0; p < steps; ++p) {
-    // W row outer, X row inner: one decoded step and its d_w live; each X
-    // row's record parts come from L1 as memory operands.
-#if LFMVOX_QUANT_VNNI
-    if constexpr (kSteps16) {
-      const size_t at = Steps16CodesAt(p, steps, kC), scales = Steps16ScalesAt(p, steps, kC);
-      HWY_UNROLL(8)
-      for (size_t c = 0; c < NR; ++c) {
-        const uint8_t* next = w + (c + NR) * rb;
-        for (size_t o = 0; o < kC; o += 64) hwy::Prefetch(next + at + o);
-        hwy::Prefetch(next + scales);
-        const uint8_t* row = w + c * rb;
-        const typename Fmt::Step codes = Fmt::LoadStep16(row + at);
-        const auto ws = Fmt::WSide(codes);
-        const QStepF dw = QLoadStep16Scales(row + scales);
-        HWY_UNROLL(8)
-        for (size_t r = 0; r < R; ++r)
-          acc[r][c] = QStepAcc<Fmt, R>(codes, ws, dw, x + r * a.ldx + kXB * p, acc[r][c]);
-      }
-      continue;
-    }
-#endif
-    HWY_UNROLL(8)
-    for (size_t c = 0; c < NR; ++c) PrefetchStep<Fmt>(w + (c + NR) * rb + p * kSB);
-    HWY_UNROLL(8)
-    for (size_t c = 0; c < NR; ++c) {
-      const uint8_t* blk = w + c * rb + p * kSB;
-      const typename Fmt::Step codes = Fmt::DecodeStep(blk);
-      const auto ws = Fmt::WSide(codes);
-      const QStepF dw = QLoadStepScales<kS, Fmt::kBlockBytes>(blk);
-      HWY_UNROLL(8)
-      for (size_t r = 0; r < R; ++r)
-        acc[r][c] = QStepAcc<Fmt, R>(codes, ws, dw, x + r * a.ldx + kXB * p, acc[r][c]);
-    }
-  }
-  if (const size_t n = a.blocks % kS; n != 0) {
-    HWY_UNROLL(8)
-    for (size_t c = 0; c < NR; ++c) {
-      const uint8_t* blk = w + c * rb + steps * kSB;
-      typename Fmt::Step codes;
-      QStepF dw;
-#if LFMVOX_QUANT_VNNI
-      if constexpr (kSteps16) {
-        // kSteps16's tail (tensor/matrix.h) starts where the file layout's does.
-        codes = Fmt::LoadTail16(blk, n);
-        dw = QLoadTail16Scales(w + c * rb + Steps16TailScalesAt(steps, kC, n, kC / kS), n);
-      } else  // NOLINT(readability/braces)
-#endif
-      {
-        codes = Fmt::DecodeTail(blk, n);
-        dw = QLoadStepScales<kS, Fmt::kBlockBytes>(blk, n);
-      }
-      const auto ws = Fmt::WSide(codes);
-      HWY_UNROLL(8)
-      for (size_t r = 0; r < R; ++r) {
-        acc[r][c] = QStepAcc<Fmt, R>(codes, ws, dw, x + r * a.ldx + kXB * steps, acc[r][c]);
-      }
-    }
-  }
+// Y[i .. i + R, j .. j + NR) from a tile's accumulators: each lane sum, then the bias.
+template <size_t R, size_t NR>
+HWY_INLINE void QStoreSteps(const QuantArgs& a, size_t i, size_t j, QStepF (&acc)[R][NR]) {
 #if LFMVOX_QUANT_VNNI
   HWY_ALIGN float sums[RoundUp(R * NR, 16)];
   QStepSums<R * NR>(&acc[0][0], sums);
@@ -603,6 +547,113 @@ HWY_NOINLINE void QTileSteps(const QuantArgs& a, size_t i, size_t j, const uint8
     }
   }
 }
+
+// W in WeightLayout::kSteps16: per 16-block step its 16 / S halves (one on
+// AVX3_DL), each loaded as whole registers, then the tail's.
+template <size_t R, size_t NR, class Fmt>
+HWY_NOINLINE void QTileSteps16(const QuantArgs& a, size_t i, size_t j, const uint8_t* HWY_RESTRICT w) {
+  const size_t rb = a.w_row_bytes;
+  const uint8_t* HWY_RESTRICT x = a.x + i * a.ldx;
+  constexpr size_t kC = Fmt::kStepCodeBytes, kH = 16 / Fmt::kStepBlocks, kXB = Fmt::kRecordBytes;
+  QStepF acc[R][NR];  // acc[r][c]: Y[i + r, j + c]
+  HWY_UNROLL(8)
+  for (size_t r = 0; r < R; ++r) {
+    HWY_UNROLL(8)
+    for (size_t c = 0; c < NR; ++c) acc[r][c] = QStepZero();
+  }
+  const size_t steps = a.blocks / 16;
+  // Prefetch of the next tile's rows (the NR·rb bytes after this tile's). On 256-bit targets (kH = 2) a
+  // front-to-back stream, a few lines at every half step and row, enough to cover them by the tile's
+  // end: on Zen (AVX2, cold W, m = 1) 12–25 % faster than each row's next step at the same offset,
+  // which is what AVX3_DL still does (measured there; the stream is not).
+  const uint8_t* pf = w + NR * rb;
+  const size_t pf_lines = steps == 0 ? 0 : (rb + 64 * steps * kH - 1) / (64 * steps * kH);
+  for (size_t p = 0; p < steps; ++p) {
+    // W row outer, X row inner: one decoded step and its d_w live; each X
+    // row's record parts come from L1 as memory operands.
+    const size_t at = Steps16CodesAt(p, steps, kC), scales = Steps16ScalesAt(p, steps, kC);
+    HWY_UNROLL(2)
+    for (size_t h = 0; h < kH; ++h) {
+      HWY_UNROLL(8)
+      for (size_t c = 0; c < NR; ++c) {
+        if constexpr (kH == 2) {
+          for (size_t q = 0; q < pf_lines; ++q, pf += 64) hwy::Prefetch(pf);
+        } else {
+          const uint8_t* next = w + (c + NR) * rb;
+          for (size_t o = 0; o < kC; o += 64) hwy::Prefetch(next + at + o);
+          hwy::Prefetch(next + scales);
+        }
+        const uint8_t* row = w + c * rb;
+        const typename Fmt::Step codes = Fmt::LoadStep16(row + at, h);
+        const auto ws = Fmt::WSide(codes);
+        const QStepF dw = QLoadStep16Scales(row + scales, h);
+        HWY_UNROLL(8)
+        for (size_t r = 0; r < R; ++r)
+          acc[r][c] = QStepAcc<Fmt, R>(codes, ws, dw, x + r * a.ldx + kXB * (kH * p + h), acc[r][c]);
+      }
+    }
+  }
+  if (const size_t n = a.blocks % 16; n != 0) {
+    for (size_t h = 0; h * Fmt::kStepBlocks < n; ++h) {
+      HWY_UNROLL(8)
+      for (size_t c = 0; c < NR; ++c) {
+        const uint8_t* row = w + c * rb;
+        const typename Fmt::Step codes = Fmt::LoadTail16(row + steps * (kC + 32), n, h);
+        const auto ws = Fmt::WSide(codes);
+        const QStepF dw = QLoadTail16Scales(row + Steps16TailScalesAt(steps, kC, n, kC / 16), n, h);
+        HWY_UNROLL(8)
+        for (size_t r = 0; r < R; ++r)
+          acc[r][c] = QStepAcc<Fmt, R>(codes, ws, dw, x + r * a.ldx + kXB * (kH * steps + h), acc[r][c]);
+      }
+    }
+  }
+  QStoreSteps<R, NR>(a, i, j, acc);
+}
+
+#if LFMVOX_QUANT_VNNI
+// W in the file's layout on AVX3_DL: the same steps in the same order, each
+// gathered from its 16 blocks.
+template <size_t R, size_t NR, class Fmt>
+HWY_NOINLINE void QTileStepsBlocks(const QuantArgs& a, size_t i, size_t j, const uint8_t* HWY_RESTRICT w) {
+  const size_t rb = a.w_row_bytes;
+  const uint8_t* HWY_RESTRICT x = a.x + i * a.ldx;
+  constexpr size_t kS = Fmt::kStepBlocks, kSB = kS * Fmt::kBlockBytes, kXB = Fmt::kRecordBytes;
+  QStepF acc[R][NR];  // acc[r][c]: Y[i + r, j + c]
+  HWY_UNROLL(8)
+  for (size_t r = 0; r < R; ++r) {
+    HWY_UNROLL(8)
+    for (size_t c = 0; c < NR; ++c) acc[r][c] = QStepZero();
+  }
+  const size_t steps = a.blocks / kS;
+  for (size_t p = 0; p < steps; ++p) {
+    HWY_UNROLL(8)
+    for (size_t c = 0; c < NR; ++c) PrefetchStep<Fmt>(w + (c + NR) * rb + p * kSB);
+    HWY_UNROLL(8)
+    for (size_t c = 0; c < NR; ++c) {
+      const uint8_t* blk = w + c * rb + p * kSB;
+      const typename Fmt::Step codes = Fmt::DecodeStep(blk);
+      const auto ws = Fmt::WSide(codes);
+      const QStepF dw = QLoadStepScales<Fmt::kBlockBytes>(blk);
+      HWY_UNROLL(8)
+      for (size_t r = 0; r < R; ++r)
+        acc[r][c] = QStepAcc<Fmt, R>(codes, ws, dw, x + r * a.ldx + kXB * p, acc[r][c]);
+    }
+  }
+  if (const size_t n = a.blocks % kS; n != 0) {
+    HWY_UNROLL(8)
+    for (size_t c = 0; c < NR; ++c) {
+      const uint8_t* blk = w + c * rb + steps * kSB;
+      const typename Fmt::Step codes = Fmt::DecodeTail(blk, n);
+      const QStepF dw = QLoadStepScales<Fmt::kBlockBytes>(blk, n);
+      const auto ws = Fmt::WSide(codes);
+      HWY_UNROLL(8)
+      for (size_t r = 0; r < R; ++r)
+        acc[r][c] = QStepAcc<Fmt, R>(codes, ws, dw, x + r * a.ldx + kXB * steps, acc[r][c]);
+    }
+  }
+  QStoreSteps<R, NR>(a, i, j, acc);
+}
+#endif
 
 // X row `x` (k values) as step records at rec (see PackX).
 template <class Fmt>
@@ -628,24 +679,29 @@ constexpr bool QSteps() {
 #endif
 }
 
-// Whether Fmt's steps read WeightLayout::kSteps16 directly on this target
-// (otherwise QSweep unpacks a kSteps16 W's rows before its tiles).
+// Whether Fmt's steps read WeightLayout::kSteps16 on this target, and whether
+// they read the file's layout (QSweep converts a W's rows to the layout its
+// tiles read: both, kSteps16 only, or the file's only).
 template <class Fmt>
 constexpr bool QReadsSteps16() {
-#if LFMVOX_QUANT_VNNI
-  if constexpr (requires { Fmt::kStepCodeBytes; }) return true;
-#endif
+  if constexpr (QSteps<Fmt>()) return true;
   return false;
+}
+template <class Fmt>
+constexpr bool QReadsBlocks() {
+  return !QReadsSteps16<Fmt>() || LFMVOX_QUANT_VNNI;
 }
 
 // The tile rows (kQMR) and the W rows a tile for R X rows (kQNrForR) of Fmt.
 template <class Fmt>
 constexpr size_t QMR() {
-  return LFMVOX_QUANT_VNNI && QSteps<Fmt>() ? kQMRVnni : kQMR;
+  if constexpr (!QSteps<Fmt>()) return kQMR;
+  return LFMVOX_QUANT_VNNI ? kQMRVnni : kQMRSteps;
 }
 template <class Fmt>
 constexpr size_t QNrForR(size_t r) {
-  return LFMVOX_QUANT_VNNI && QSteps<Fmt>() ? kQNrForRVnni[r] : kQNrForR[r];
+  if constexpr (!QSteps<Fmt>()) return kQNrForR[r];
+  return LFMVOX_QUANT_VNNI ? kQNrForRVnni[r] : kQNrForRSteps[r];
 }
 
 // The bytes of Fmt's X record per row of k values.
@@ -674,10 +730,10 @@ template <size_t R, size_t NR, class Fmt>
 HWY_INLINE void QTileAny(const QuantArgs& a, size_t i, size_t j, const uint8_t* w) {
 #if LFMVOX_QUANT_INTRINSICS
   if constexpr (QSteps<Fmt>()) {
-    if constexpr (QReadsSteps16<Fmt>()) {
-      if (a.steps16) return QTileSteps<R, NR, Fmt, true>(a, i, j, w);
-    }
-    QTileSteps<R, NR, Fmt>(a, i, j, w);
+#if LFMVOX_QUANT_VNNI
+    if (!a.steps16) return QTileStepsBlocks<R, NR, Fmt>(a, i, j, w);
+#endif
+    QTileSteps16<R, NR, Fmt>(a, i, j, w);
   } else  // NOLINT(readability/braces)
 #endif
   {
@@ -693,17 +749,24 @@ HWY_INLINE void QTileRows(const QuantArgs& a, size_t rows, size_t i, size_t j, c
   }
 }
 
-// W rows [j, j + nr) for the tiles: in place, or, for a kSteps16 W on a target
-// whose steps do not read that layout, unpacked into the thread's scratch
-// (the same bytes as the file's layout, so the same results; rows rb apart).
+// W rows [j, j + nr) for the tiles: in place, or, in a layout the target's
+// tiles do not read, converted into the thread's scratch (a kSteps16 W
+// unpacked, a file-layout W repacked; the same values, so the same results;
+// rows rb apart). The loader gives every target the layout it reads, so this
+// is for views made otherwise.
 template <class Fmt>
 HWY_INLINE const uint8_t* QTileW(const QuantArgs& a, size_t j, size_t nr) {
   const uint8_t* w = a.w + j * a.w_row_bytes;
-  if (QReadsSteps16<Fmt>() || !a.steps16) return w;
+  if (a.steps16 ? QReadsSteps16<Fmt>() : QReadsBlocks<Fmt>()) return w;
   uint8_t* buf = internal::ThreadQuantScratch().ReserveW(nr * a.w_row_bytes);
   for (size_t c = 0; c < nr; ++c) {
-    UnpackRowSteps16(Fmt::kFormat, w + c * a.w_row_bytes, a.blocks * Fmt::kBlockElems,
-                     buf + c * a.w_row_bytes);
+    const uint8_t* from = w + c * a.w_row_bytes;
+    uint8_t* to = buf + c * a.w_row_bytes;
+    if (a.steps16) {
+      UnpackRowSteps16(Fmt::kFormat, from, a.blocks * Fmt::kBlockElems, to);
+    } else {
+      RepackRowSteps16(Fmt::kFormat, from, a.blocks * Fmt::kBlockElems, to);
+    }
   }
   return buf;
 }

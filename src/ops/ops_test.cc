@@ -604,8 +604,9 @@ TEST(MatMulQuant, Steps16LayoutIsItsDefinitionAndRoundTrips) {
 }
 
 // MatMul on a kSteps16 W gives the bits it gives on the file's layout, on every
-// target (AVX3_DL reads it directly, with the same values in the same lanes;
-// the others unpack rows first), for every shape of the integer path, and so
+// target (AVX3_DL reads both, with the same values in the same lanes; AVX2 and
+// AVX3 read kSteps16 only and repack a file-layout W's rows first; the others
+// unpack a kSteps16 W's rows), for every shape of the integer path, and so
 // batched == alone holds on it too (checked again directly: each X row alone,
 // and in chunks, against the whole batch). The scalar reference reads it as
 // the same matrix, and AccumulateRow adds the same values.

@@ -191,7 +191,8 @@ try {
         play.resume();
       });
       const out = (await play.startRendering()).getChannelData(0);
-      for (let i = 0; i < 1000 && !reports.some((m) => m.buffered === 0); ++i) await new Promise((ok) => setTimeout(ok, 20));
+      // Messages from the rendering thread may trail startRendering; wait for the one after the last sample.
+      for (let i = 0; i < 1000 && !reports.some((m) => m.buffered === 0 && m.played > 0); ++i) await new Promise((ok) => setTimeout(ok, 20));
       const q = out.findIndex((v) => v !== 0);  // the frame the queued samples reached the worklet
       let playErr = 0, k = 0;
       for (; q + k < out.length && k / step <= s.length - 1; ++k) {

@@ -14,7 +14,7 @@ class LfmvoxPlayback extends AudioWorkletProcessor {
     this.frac = 0;
     this.buffered = 0;
     this.played = 0;
-    this.reported = -1;
+    this.reported = 0;  // nothing is reported before something has played or been queued
     this.sinceReport = 0;
     this.port.onmessage = (e) => {
       if (e.data === 'clear') {
