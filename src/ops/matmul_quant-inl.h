@@ -204,21 +204,16 @@ struct QuantArgs {
   size_t ldy;
 };
 
-// The tile shapes: accumulators R·NR, plus one decoded group live at once.
-// R = 1 (decode) runs 1×4 for every format: with 8 W rows the 32-blocks' steps
-// (decoded codes, d_w, temporaries) left no room for 8 accumulators and GCC
-// spilled them, one store and one reload per step (L2-resident [192×2048], 1
-// thread, best of 3, load 7–10: Q4_0 19.1 → 19.9 GB/s, Q8_0 24.5–24.9 →
-// 25.6–27.0); Q6_K's NR block scales stay live across its 8 groups. Larger R
-// shares each decoded W group among more X rows. m ≥ 4 runs 4×2 tiles: 8
-// accumulators leave the decoded group, its scale, the constants and
-// temporaries in the 16 AVX2 registers. Hot [2048×2048], 1 thread, GFLOP/s at
-// m = 64 (Q8_0 / Q4_0 / Q6_K): the former 6×1 tiles 55 / 57 / 50; 4×3 spilled
-// accumulators 64 / 65 / 42; 4×2 (with every tile loop unrolled, without
-// which GCC kept the accumulator array on the stack) 63 / 71 / 61. With the
-// steps of Q8_0 and Q4_0 (L2-resident [192×2048], `bench_quant 0.15 l2`, best
-// of 3 on a loaded machine): Q8_0 59 → 66, Q4_0 64 → 101; the 4×2 main loops
-// do not spill.
+// The tile shapes of the group-at-a-time formats (Q6_K; Q8_0 and Q4_0 on the
+// portable targets): accumulators R·NR, plus one decoded group live at once.
+// R = 1 (decode) runs 1×4; Q6_K's NR block scales stay live across its 8
+// groups. Larger R shares each decoded W group among more X rows. m ≥ 4 runs
+// 4×2 tiles: 8 accumulators leave the decoded group, its scale, the constants
+// and temporaries in the 16 AVX2 registers. Hot [2048×2048], 1 thread (Zen 3),
+// GFLOP/s at m = 64 (Q8_0 / Q4_0 / Q6_K, before the steps): the former 6×1
+// tiles 55 / 57 / 50; 4×3 spilled accumulators 64 / 65 / 42; 4×2 (with every
+// tile loop unrolled, without which GCC kept the accumulator array on the
+// stack) 63 / 71 / 61.
 constexpr size_t kQNrForR[] = {0, 4, 4, 3, 2};
 constexpr size_t kQMR = 4;
 // The 512-bit VNNI steps of AVX3_DL (32 registers) run up to 8 X rows a tile,
