@@ -679,8 +679,7 @@ constexpr bool QSteps() {
 // tiles read: both, kSteps16 only, or the file's only).
 template <class Fmt>
 constexpr bool QReadsSteps16() {
-  if constexpr (QSteps<Fmt>()) return true;
-  return false;
+  return QSteps<Fmt>();  // every target with steps reads kSteps16
 }
 template <class Fmt>
 constexpr bool QReadsBlocks() {
