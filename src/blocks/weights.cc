@@ -84,20 +84,22 @@ Result<ops::Weight> LoadMatrix(const Checkpoint& ckpt, const std::string& name, 
     // the checkpoint keeps the copy and releases the file's pages of the original.
     const size_t rb = RoundUp(w.row_bytes, 64);
     const ops::Weight src = w;
-    const uint8_t* p = ckpt.Derived(
-        StrFormat("%s|steps16|%zu|%zu", name.c_str(), w.rows, w.cols), w.rows * rb, [&](uint8_t* dst) {
-          // The source's pages are released as the rows are done, ~1 MiB at a time, so that the peak
-          // resident set is the file's plus ~1 MiB, not plus the largest matrix.
-          const size_t chunk = std::max<size_t>(1, (size_t{1} << 20) / src.row_bytes);
-          for (size_t r0 = 0; r0 < src.rows; r0 += chunk) {
-            const size_t r1 = std::min(src.rows, r0 + chunk);
-            for (size_t r = r0; r < r1; ++r) {
-              RepackRowSteps16(format, src.row(r), src.cols, dst + r * rb);
-              std::memset(dst + r * rb + src.row_bytes, 0, rb - src.row_bytes);
-            }
-            ckpt.ReleasePages(src.data, r1 * src.row_bytes);  // from the start: no page left at a seam
-          }
-        });
+    LFM_ASSIGN_OR_RETURN(
+        const uint8_t* p,
+        ckpt.Derived(
+            StrFormat("%s|steps16|%zu|%zu", name.c_str(), w.rows, w.cols), w.rows * rb, [&](uint8_t* dst) {
+              // The source's pages are released as the rows are done, ~1 MiB at a time, so that the peak
+              // resident set is the file's plus ~1 MiB, not plus the largest matrix.
+              const size_t chunk = std::max<size_t>(1, (size_t{1} << 20) / src.row_bytes);
+              for (size_t r0 = 0; r0 < src.rows; r0 += chunk) {
+                const size_t r1 = std::min(src.rows, r0 + chunk);
+                for (size_t r = r0; r < r1; ++r) {
+                  RepackRowSteps16(format, src.row(r), src.cols, dst + r * rb);
+                  std::memset(dst + r * rb + src.row_bytes, 0, rb - src.row_bytes);
+                }
+                ckpt.ReleasePages(src.data, r1 * src.row_bytes);  // from the start: no page left at a seam
+              }
+            }));
     w.data = p;
     w.row_bytes = rb;
     w.layout = WeightLayout::kSteps16;

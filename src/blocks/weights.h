@@ -30,7 +30,7 @@ Status CheckFiniteOutput(std::span<const float> x, const char* what);
 // matrix kernel of this build takes (see SupportedMatrixFormats) is an
 // Unimplemented error naming the tensor. The checkpoint must outlive the
 // returned view. Where this CPU's MatMul reads a format faster in another
-// layout (ops::PrefersSteps16Layout: Q8_0 and Q4_0 on AVX2 and AVX-512), the view
+// layout (ops::PrefersSteps16Layout: Q8_0, Q4_0 and Q6_K on AVX2 and AVX-512), the view
 // is instead a copy in that layout (WeightLayout::kSteps16, rows 64-byte
 // aligned), made once per tensor and kept by the checkpoint
 // (Checkpoint::Derived), whose file pages of the original are then released:

@@ -12,7 +12,6 @@
 #include <cstring>
 #include <filesystem>
 #include <limits>
-#include <new>
 #include <nlohmann/json.hpp>
 #include <tuple>
 
@@ -310,18 +309,26 @@ Checkpoint Checkpoint::FromViews(std::string path, std::map<std::string, TensorV
   return c;
 }
 
-const uint8_t* Checkpoint::Derived(std::string_view key, size_t bytes,
-                                   const std::function<void(uint8_t*)>& fill) const {
+Result<const uint8_t*> Checkpoint::Derived(std::string_view key, size_t bytes,
+                                           const std::function<void(uint8_t*)>& fill) const {
   std::lock_guard<std::mutex> lock(derived_->mu);
   auto it = derived_->buffers.find(key);
   if (it != derived_->buffers.end()) return it->second.data;
-  DerivedBytes& buf = derived_->buffers[std::string(key)];
   constexpr size_t kHuge = size_t{2} << 20;
+  if (bytes > std::numeric_limits<size_t>::max() / 2 - kHuge) {
+    return OutOfMemory(
+        StrFormat("%zu bytes for %.*s cannot be mapped", bytes, static_cast<int>(key.size()), key.data()));
+  }
   // Whole 4 KiB pages from a 2 MiB boundary: the kernel backs the whole 2 MiB runs with huge pages and the
   // rest with small ones, so nothing is wasted.
   const size_t mapped = std::max<size_t>((bytes + 4095) / 4096 * 4096, 4096);
   void* p = mmap(nullptr, mapped + kHuge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (p == MAP_FAILED) throw std::bad_alloc();
+  if (p == MAP_FAILED) {
+    return OutOfMemory(StrFormat(
+        "could not map %zu MiB for the repacked copy of %.*s (%s); free memory, or load fewer models at once",
+        mapped >> 20, static_cast<int>(key.size()), key.data(), std::strerror(errno)));
+  }
+  DerivedBytes& buf = derived_->buffers[std::string(key)];
   // Trim to a 2 MiB aligned start, so that every page can be huge.
   auto* base = static_cast<uint8_t*>(p);
   const uintptr_t a = (reinterpret_cast<uintptr_t>(base) + kHuge - 1) / kHuge * kHuge;
@@ -334,7 +341,7 @@ const uint8_t* Checkpoint::Derived(std::string_view key, size_t bytes,
   buf.size = bytes;
   buf.mapped = mapped;
   fill(buf.data);
-  return buf.data;
+  return static_cast<const uint8_t*>(buf.data);
 }
 
 void Checkpoint::ReleasePages(const void* p, size_t n) const {

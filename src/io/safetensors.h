@@ -116,8 +116,10 @@ class Checkpoint {
   // aligned, on transparent huge pages where the kernel grants them), fills
   // them with fill(dst) and keeps them as long as the checkpoint (they move
   // with it); every later call with that key returns the same bytes without
-  // calling fill. Safe to call from several threads.
-  const uint8_t* Derived(std::string_view key, size_t bytes, const std::function<void(uint8_t*)>& fill) const;
+  // calling fill. Safe to call from several threads. OutOfMemory (nothing kept) when the kernel
+  // refuses the mapping.
+  Result<const uint8_t*> Derived(std::string_view key, size_t bytes,
+                                 const std::function<void(uint8_t*)>& fill) const;
   // Hands the whole pages inside [p, p + n) back to the kernel when they lie
   // in one of the checkpoint's read-only file mappings (madvise
   // MADV_DONTNEED: they leave this process's resident set and are read from

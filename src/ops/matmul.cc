@@ -57,6 +57,7 @@ bool HasMatMulKernel(WeightFormat f) { return KernelsFor(f) != nullptr; }
 bool PrefersSteps16Layout(WeightFormat f) {
   if (f == WeightFormat::kQ8_0) return internal::ReadsSteps16Q8_0();
   if (f == WeightFormat::kQ4_0) return internal::ReadsSteps16Q4_0();
+  if (f == WeightFormat::kQ6_K) return internal::ReadsSteps16Q6_K();
   return false;
 }
 

@@ -33,10 +33,11 @@ void AccumulateRowQ4_0(const MatrixView& w, size_t row, float* acc);
 void MatMulQ6_K(const float* x, size_t m, size_t ldx, const MatrixView& w, const float* bias, float* y,
                 size_t ldy, ThreadTeam& team);
 void AccumulateRowQ6_K(const MatrixView& w, size_t row, float* acc);
-// Whether the chosen target's Q8_0 / Q4_0 steps read WeightLayout::kSteps16
-// directly (matmul_q8_0.cc, matmul_q4_0.cc).
+// Whether the chosen target's Q8_0 / Q4_0 / Q6_K steps read
+// WeightLayout::kSteps16 directly (matmul_q8_0.cc, matmul_q4_0.cc, matmul_q6_k.cc).
 bool ReadsSteps16Q8_0();
 bool ReadsSteps16Q4_0();
+bool ReadsSteps16Q6_K();
 
 // The calling thread's scratch for quantized X: grown on demand, never
 // shrunk, so that steady-state MatMul calls do not allocate.

@@ -24,6 +24,8 @@
 // products only and is scaled by that block's d_w·d_x, but one pmaddwd, one
 // conversion, one multiply of the scales and one FMA serve 64 (Q8_0) or 128
 // (Q4_0) weights, and X's record is laid out in the order the weights decode.
+// Q6_K's step is one block (QTileBlockSteps), int32 lane g summing its group
+// g, so the conversion, the scale product and the FMA serve 256 weights.
 //
 // Determinism: each output's accumulator vector sees the same sequence of
 // operations (its groups or steps in order, the same lanes, one FMA each; then one
@@ -204,7 +206,7 @@ struct QuantArgs {
   size_t ldy;
 };
 
-// The tile shapes of the group-at-a-time formats (Q6_K; Q8_0 and Q4_0 on the
+// The tile shapes of the group-at-a-time formats (every block format on the
 // portable targets): accumulators R·NR, plus one decoded group live at once.
 // R = 1 (decode) runs 1×4; Q6_K's NR block scales stay live across its 8
 // groups. Larger R shares each decoded W group among more X rows. m ≥ 4 runs
@@ -650,6 +652,44 @@ HWY_NOINLINE void QTileStepsBlocks(const QuantArgs& a, size_t i, size_t j, const
 }
 #endif
 
+// A format whose step is one block (Q6_K: 8 groups of 32 in int32 lanes), read from
+// WeightLayout::kSteps16 on every target with intrinsics: Fmt::DecodeBlock(blk) once per W row and
+// block, Fmt::BlockAcc(step, xr, acc) per X row (xr: the block's X record). 256-bit accumulators on
+// every target, so the same bits on AVX2, AVX3 and AVX3_DL. Prefetch: the linear stream of
+// QTileSteps16's 256-bit targets.
+template <size_t R, size_t NR, class Fmt>
+HWY_NOINLINE void QTileBlockSteps(const QuantArgs& a, size_t i, size_t j, const uint8_t* HWY_RESTRICT w) {
+  const size_t rb = a.w_row_bytes;
+  const uint8_t* HWY_RESTRICT x = a.x + i * a.ldx;
+  constexpr size_t kBB = Fmt::kBlockBytes, kXB = Fmt::kRecordBytes;
+  QAcc acc[R][NR];  // acc[r][c]: Y[i + r, j + c]
+  HWY_UNROLL(8)
+  for (size_t r = 0; r < R; ++r) {
+    HWY_UNROLL(8)
+    for (size_t c = 0; c < NR; ++c) acc[r][c] = QZero();
+  }
+  const uint8_t* pf = w + NR * rb;
+  const size_t pf_lines = (rb + 64 * a.blocks - 1) / (64 * a.blocks);
+  for (size_t b = 0; b < a.blocks; ++b) {
+    HWY_UNROLL(8)
+    for (size_t c = 0; c < NR; ++c) {
+      for (size_t q = 0; q < pf_lines; ++q, pf += 64) hwy::Prefetch(pf);
+      const typename Fmt::Step step = Fmt::DecodeBlock(w + c * rb + b * kBB);
+      HWY_UNROLL(8)
+      for (size_t r = 0; r < R; ++r) acc[r][c] = Fmt::BlockAcc(step, x + r * a.ldx + kXB * b, acc[r][c]);
+    }
+  }
+  HWY_UNROLL(8)
+  for (size_t r = 0; r < R; ++r) {
+    HWY_UNROLL(8)
+    for (size_t c = 0; c < NR; ++c) {
+      float s = QSum(acc[r][c]);
+      if (a.bias != nullptr) s += a.bias[j + c];
+      a.y[(i + r) * a.ldy + j + c] = s;
+    }
+  }
+}
+
 // X row `x` (k values) as step records at rec (see PackX).
 template <class Fmt>
 void QuantizeStepRecords(const float* x, size_t k, uint8_t* rec) {
@@ -681,9 +721,18 @@ template <class Fmt>
 constexpr bool QReadsSteps16() {
   return QSteps<Fmt>();  // every target with steps reads kSteps16
 }
+// Whether Fmt's step is one block (QTileBlockSteps).
+template <class Fmt>
+constexpr bool QBlockSteps() {
+  if constexpr (requires { Fmt::kBlockSteps; }) {
+    return QSteps<Fmt>() && Fmt::kBlockSteps;
+  } else {
+    return false;
+  }
+}
 template <class Fmt>
 constexpr bool QReadsBlocks() {
-  return !QReadsSteps16<Fmt>() || LFMVOX_QUANT_VNNI;
+  return !QReadsSteps16<Fmt>() || (LFMVOX_QUANT_VNNI && !QBlockSteps<Fmt>());
 }
 
 // The tile rows (kQMR) and the W rows a tile for R X rows (kQNrForR) of Fmt.
@@ -723,7 +772,9 @@ constexpr unsigned QDotShift() {
 template <size_t R, size_t NR, class Fmt>
 HWY_INLINE void QTileAny(const QuantArgs& a, size_t i, size_t j, const uint8_t* w) {
 #if LFMVOX_QUANT_INTRINSICS
-  if constexpr (QSteps<Fmt>()) {
+  if constexpr (QBlockSteps<Fmt>()) {
+    QTileBlockSteps<R, NR, Fmt>(a, i, j, w);
+  } else if constexpr (QSteps<Fmt>()) {
 #if LFMVOX_QUANT_VNNI
     if (!a.steps16) return QTileStepsBlocks<R, NR, Fmt>(a, i, j, w);
 #endif

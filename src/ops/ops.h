@@ -57,10 +57,11 @@ void MatMul(const float* x, size_t m, size_t ldx, const Weight& w, const float* 
             ThreadTeam& team);
 
 // Whether MatMul on this CPU's chosen target reads format f's
-// WeightLayout::kSteps16 (tensor/matrix.h) directly (AVX2, AVX3, AVX3_DL: Q8_0
-// and Q4_0), so that repacking a matrix into it at load time
+// WeightLayout::kSteps16 (tensor/matrix.h) directly (AVX2, AVX3, AVX3_DL: Q8_0,
+// Q4_0 and Q6_K), so that repacking a matrix into it at load time
 // (RepackRowSteps16) pays: its steps then load whole registers instead of
-// gathering blocks (AVX3_DL) or repacking a tile of rows per call (AVX2, AVX3).
+// gathering blocks (Q8_0 and Q4_0 on AVX3_DL) or repacking a tile of rows per
+// call (the others).
 // MatMul and AccumulateRow take either layout on every target, with the
 // same results for both.
 bool PrefersSteps16Layout(WeightFormat f);

@@ -598,14 +598,60 @@ TEST(MatMulQuant, Steps16LayoutIsItsDefinitionAndRoundTrips) {
       ASSERT_EQ(std::memcmp(pa.data.data(), pb.data.data(), pa.data.size()), 0) << WeightFormatName(f);
     }
   }
-  EXPECT_FALSE(HasSteps16Layout(WeightFormat::kQ6_K));
-  EXPECT_FALSE(PrefersSteps16Layout(WeightFormat::kQ6_K));
+  EXPECT_EQ(PrefersSteps16Layout(WeightFormat::kQ6_K), PrefersSteps16Layout(WeightFormat::kQ8_0));
   EXPECT_FALSE(PrefersSteps16Layout(WeightFormat::kBF16));
 }
 
+// Q6_K's kSteps16 (tensor/matrix.h): blocks in order and whole, scales and d where the file has them;
+// element 32·g + 4·j + i's code (GGUF: low 4 bits in ql[64h + 32(t & 1) + l], the high nibble for t ≥ 2,
+// high 2 bits at qh[32h + l] >> 2t, for element 128h + 32t + l) has its low bits in byte 32·(j % 4) +
+// 4·g + i (the high nibble for j ≥ 4) and its high bits at byte 128 + 32·(j / 4) + 4·g + i, bits
+// 2·(j % 4); unpacking, CopyBlocksOfRow, DequantizeMatrix and PackWeight give the file's back.
+TEST(MatMulQuant, Q6KSteps16LayoutIsItsDefinitionAndRoundTrips) {
+  Rng rng(16);
+  const WeightFormat f = WeightFormat::kQ6_K;
+  EXPECT_TRUE(HasSteps16Layout(f));
+  for (size_t k : {256, 512, 2048}) {
+    QuantCase c(f, 1, 3, k, 1, 3, rng);
+    Steps16Copy s(c, 5, 7);
+    const size_t nb = k / 256;
+    for (size_t r = 0; r < c.n; ++r) {
+      for (size_t b = 0; b < nb; ++b) {
+        const uint8_t* blk = c.W().row(r) + b * kQ6_KBlockBytes;
+        const uint8_t* rep = s.w.row(r) + b * kQ6_KBlockBytes;
+        ASSERT_EQ(std::memcmp(blk + kQ6_KScales, rep + kQ6_KScales, kQ6_KBlockBytes - kQ6_KScales), 0);
+        for (size_t e = 0; e < 256; ++e) {
+          const size_t h = e / 128, t = e % 128 / 32, l = e % 32;
+          const int file = ((blk[64 * h + 32 * (t & 1) + l] >> (t < 2 ? 0 : 4)) & 15) |
+                           ((blk[kQ6_KQh + 32 * h + l] >> (2 * t) & 3) << 4);
+          const size_t g = e / 32, j = e % 32 / 4, i = e % 4;
+          const int steps = ((rep[32 * (j % 4) + 4 * g + i] >> (j < 4 ? 0 : 4)) & 15) |
+                            ((rep[kQ6_KQh + 32 * (j / 4) + 4 * g + i] >> (2 * (j % 4)) & 3) << 4);
+          ASSERT_EQ(steps, file) << "k=" << k << " row " << r << " block " << b << " element " << e;
+        }
+      }
+      std::vector<uint8_t> back(nb * kQ6_KBlockBytes);
+      UnpackRowSteps16(f, s.w.row(r), k, back.data());
+      ASSERT_EQ(std::memcmp(back.data(), c.W().row(r), back.size()), 0) << "k=" << k;
+      if (nb > 1) {
+        std::vector<uint8_t> some(kQ6_KBlockBytes);
+        CopyBlocksOfRow(s.w, r, nb - 1, 1, some.data());
+        ASSERT_EQ(std::memcmp(some.data(), c.W().row(r) + (nb - 1) * kQ6_KBlockBytes, kQ6_KBlockBytes), 0);
+      }
+    }
+    std::vector<float> deq(c.n * k);
+    DequantizeMatrix(s.w, deq.data());
+    for (size_t i = 0; i < deq.size(); ++i) ASSERT_TRUE(SameBits(deq[i], c.wf[i])) << "k=" << k;
+    const PackedWeight pa = PackWeight(s.w), pb = PackWeight(c.W());
+    ASSERT_EQ(pa.data.size(), pb.data.size());
+    ASSERT_EQ(std::memcmp(pa.data.data(), pb.data.data(), pa.data.size()), 0);
+  }
+}
+
 // MatMul on a kSteps16 W gives the bits it gives on the file's layout, on every
-// target (AVX3_DL reads both, with the same values in the same lanes; AVX2 and
-// AVX3 read kSteps16 only and repack a file-layout W's rows first; the others
+// target (AVX3_DL reads both for Q8_0 and Q4_0, with the same values in the same
+// lanes; AVX2 and AVX3, and AVX3_DL for Q6_K, read kSteps16 only and repack a
+// file-layout W's rows first; the others
 // unpack a kSteps16 W's rows), for every shape of the integer path, and so
 // batched == alone holds on it too (checked again directly: each X row alone,
 // and in chunks, against the whole batch). The scalar reference reads it as
@@ -614,10 +660,14 @@ TEST(MatMulQuant, Steps16LayoutSameBitsAsBlocksEveryTarget) {
   ThreadTeam team1(1), team2(2);
   ForEachTarget([&] {
     Rng rng(15);
-    for (WeightFormat f : {WeightFormat::kQ8_0, WeightFormat::kQ4_0}) {
+    for (WeightFormat f : {WeightFormat::kQ8_0, WeightFormat::kQ4_0, WeightFormat::kQ6_K}) {
       auto shapes = QuantShapes(f);
-      shapes.push_back({37, 21, 2080});
-      shapes.push_back({37, 21, 2016});
+      if (f == WeightFormat::kQ6_K) {
+        shapes.push_back({37, 21, 2304});
+      } else {
+        shapes.push_back({37, 21, 2080});
+        shapes.push_back({37, 21, 2016});
+      }
       for (const auto& [m, n, k] : shapes) {
         QuantCase c(f, m, n, k, (m + k / 32) % 4, m % 2 == 0 ? 0 : 7, rng);
         Steps16Copy s(c, m % 3 == 0 ? 0 : 64 * (m % 3), m % 2 == 0 ? 0 : 64);

@@ -47,7 +47,7 @@ size_t FormatRowBytes(WeightFormat f, size_t cols);
 // How a row of a block format holds its blocks.
 //   kBlocks: as GGUF stores them, whole blocks in order (the only layout of
 //     a file, of Q6_K and of the plain formats).
-//   kSteps16 (Q8_0 and Q4_0 only; made at load time by RepackRowSteps16 in
+//   kSteps16 (Q8_0, Q4_0, Q6_K; made at load time by RepackRowSteps16 in
 //     tensor/quant.h for the kernels that read it): a row of nb blocks is
 //     s = nb / 16 steps of 16 blocks, then t = nb % 16 tail blocks. With q
 //     code bytes a block (Q8_0 32, Q4_0 16), a step's codes are C = 16·q
@@ -63,6 +63,12 @@ size_t FormatRowBytes(WeightFormat f, size_t cols);
 //     their t f16 d (Steps16TailScalesAt). A row is as many bytes as in
 //     kBlocks (C + 32 = 16 blocks); the stride may be padded, so that rows
 //     start aligned.
+//     Q6_K keeps its blocks in order, each 210 bytes with its scales and d
+//     where the file has them; only the 6-bit codes move, so that register j
+//     (j < 8) of the 8-group step kernels has in byte 4·g + i the code of
+//     element 32·g + 4·j + i (g < 8, i < 4): its low 4 bits in byte
+//     32·(j % 4) + 4·g + i (the low nibble for j < 4, the high one else),
+//     its high 2 bits in byte 128 + 32·(j / 4) + 4·g + i at bits 2·(j % 4).
 enum class WeightLayout : uint8_t { kBlocks, kSteps16 };
 
 // A non-owning view of W[rows, cols], row r at data + r·row_bytes. Rows may be

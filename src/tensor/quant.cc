@@ -279,6 +279,36 @@ Steps16Place Steps16Locate(size_t q, size_t nb, size_t b) {
   return {Steps16TailScalesAt(s, C, t, q) + 2 * l, s * (C + 32) + 4 * l, 4 * t};
 }
 
+// Q6_K element e's code in a block: its low 4 bits at byte `lo`, shifted by lo_shift, its high 2 bits at
+// byte `hi`, shifted by hi_shift; in the file's order (GGUF) or in kSteps16's (tensor/matrix.h).
+struct Q6Place {
+  size_t lo, lo_shift, hi, hi_shift;
+};
+Q6Place Q6FilePlace(size_t e) {
+  const size_t h = e / 128, t = e % 128 / 32, l = e % 32;
+  return {64 * h + 32 * (t & 1) + l, t < 2 ? size_t{0} : size_t{4}, kQ6_KQh + 32 * h + l, 2 * t};
+}
+Q6Place Q6StepsPlace(size_t e) {
+  const size_t g = e / 32, j = e % 32 / 4, k = 4 * g + e % 4;
+  return {32 * (j % 4) + k, 4 * (j / 4), kQ6_KQh + 32 * (j / 4) + k, 2 * (j % 4)};
+}
+// One Q6_K block from the file's order to kSteps16's (kRepack) or back; in and out do not overlap.
+void Q6PermuteBlock(bool repack, const uint8_t* in, uint8_t* out) {
+  std::memset(out, 0, kQ6_KScales);
+  std::memcpy(out + kQ6_KScales, in + kQ6_KScales, kQ6_KBlockBytes - kQ6_KScales);
+  for (size_t e = 0; e < 256; ++e) {
+    const Q6Place from = repack ? Q6FilePlace(e) : Q6StepsPlace(e),
+                  to = repack ? Q6StepsPlace(e) : Q6FilePlace(e);
+    const unsigned lo = in[from.lo] >> from.lo_shift & 15u, hi = in[from.hi] >> from.hi_shift & 3u;
+    out[to.lo] = static_cast<uint8_t>(out[to.lo] | lo << to.lo_shift);
+    out[to.hi] = static_cast<uint8_t>(out[to.hi] | hi << to.hi_shift);
+  }
+}
+void Q6PermuteRow(bool repack, const uint8_t* in, size_t cols, uint8_t* out) {
+  for (size_t b = 0; b < cols / 256; ++b)
+    Q6PermuteBlock(repack, in + b * kQ6_KBlockBytes, out + b * kQ6_KBlockBytes);
+}
+
 // One row between kBlocks (`blocks`) and kSteps16 (`steps`), either way:
 // kRepack reads blocks and writes steps, else the reverse.
 template <bool kRepack, class In, class Out>
@@ -302,9 +332,11 @@ void Steps16Row(WeightFormat f, In* blocks, Out* steps, size_t cols) {
 }  // namespace
 
 void RepackRowSteps16(WeightFormat f, const uint8_t* src, size_t cols, uint8_t* dst) {
+  if (f == WeightFormat::kQ6_K) return Q6PermuteRow(true, src, cols, dst);
   Steps16Row<true>(f, src, dst, cols);
 }
 void UnpackRowSteps16(WeightFormat f, const uint8_t* src, size_t cols, uint8_t* dst) {
+  if (f == WeightFormat::kQ6_K) return Q6PermuteRow(false, src, cols, dst);
   Steps16Row<false>(f, dst, src, cols);
 }
 
@@ -313,6 +345,10 @@ void CopyBlocksOfRow(const MatrixView& w, size_t r, size_t b0, size_t n, uint8_t
   const uint8_t* row = w.row(r);
   if (w.layout == WeightLayout::kBlocks) {
     std::memcpy(out, row + b0 * bb, n * bb);
+    return;
+  }
+  if (w.format == WeightFormat::kQ6_K) {
+    for (size_t b = b0; b < b0 + n; ++b, out += bb) Q6PermuteBlock(false, row + b * bb, out);
     return;
   }
   const size_t q = Steps16Codes(w.format), nb = w.cols / 32;

@@ -50,8 +50,10 @@ inline void QuantizeMatrix(WeightFormat f, const float* in, size_t rows, size_t 
 // W[rows, cols] → out[rows, cols] (dense f32), in either layout.
 void DequantizeMatrix(const MatrixView& w, float* out);
 
-// The kSteps16 layout (tensor/matrix.h) of Q8_0 and Q4_0 rows.
-inline bool HasSteps16Layout(WeightFormat f) { return f == WeightFormat::kQ8_0 || f == WeightFormat::kQ4_0; }
+// The kSteps16 layout (tensor/matrix.h) of Q8_0, Q4_0 and Q6_K rows.
+inline bool HasSteps16Layout(WeightFormat f) {
+  return f == WeightFormat::kQ8_0 || f == WeightFormat::kQ4_0 || f == WeightFormat::kQ6_K;
+}
 // Where step p (of s in a row) has its codes and its scales in kSteps16, for
 // C code bytes a step (tensor/matrix.h), and the tail's scales, for t tail
 // blocks of q code bytes each (the tail itself starts at s·(C + 32)).
