@@ -300,6 +300,12 @@ TEST(Transcribe, WordTimestampsInSegments) {
   EXPECT_EQ(FormatTranscript({&seg, 1}, TranscriptFormat::kJson),
             "{\"segments\":[{\"start\":1.5,\"end\":2.5,\"text\":\" hi there\",\"words\":[{\"word\":\"hi\","
             "\"start\":1.5,\"end\":1.75},{\"word\":\"there\",\"start\":1.75,\"end\":2.5}]}]}\n");
+  // Asked for words, a segment without any still carries the key (a client reads it unconditionally).
+  seg.words.clear();
+  EXPECT_EQ(FormatTranscript({&seg, 1}, TranscriptFormat::kJson),
+            "{\"segments\":[{\"start\":1.5,\"end\":2.5,\"text\":\" hi there\"}]}\n");
+  EXPECT_EQ(FormatTranscript({&seg, 1}, TranscriptFormat::kJson, /*with_words=*/true),
+            "{\"segments\":[{\"start\":1.5,\"end\":2.5,\"text\":\" hi there\",\"words\":[]}]}\n");
 }
 
 // Without speech in the conversation there is nothing to time: Generate fails and says why.

@@ -591,7 +591,7 @@ int Asr(int argc, char** argv) {
   progress.Clear();
   if (!r.ok()) return Fail(r.status().message());
   if (format != lfmvox::TranscriptFormat::kText)
-    std::fputs(lfmvox::FormatTranscript(r->segments, format).c_str(), stdout);
+    std::fputs(lfmvox::FormatTranscript(r->segments, format, t.word_timestamps).c_str(), stdout);
   if (args.Has("verbose")) PrintTimings(r->timings, wall, r->seconds);
   return 0;
 }

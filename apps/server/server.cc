@@ -376,7 +376,18 @@ struct Server::Impl::Exchange {
   beast::tcp_stream& stream;
   Request req;
   int status = 0;
-  bool chunked = false;  // the reply's header went out as chunked
+  bool chunked = false;   // the reply's header went out as chunked
+  bool counted = false;   // the reply is in the request counter
+  bool unparsed = false;  // no request was read: counted under "other"
+
+  // Counts the reply once, as `status` says, before its first byte is written: a client that has the
+  // reply then finds it in /metrics.
+  void Count() {
+    if (counted) return;
+    counted = true;
+    server.metrics.CountRequest(unparsed ? std::string("other") : EndpointLabel(PathOf(req.target())),
+                                status);
+  }
 
   std::chrono::steady_clock::duration WriteTimeout() const {
     return std::chrono::milliseconds(static_cast<int64_t>(server.opt.write_timeout_seconds * 1000));
@@ -392,6 +403,7 @@ struct Server::Impl::Exchange {
     res.body() = std::move(body);
     res.prepare_payload();
     status = code;
+    Count();
     stream.expires_after(WriteTimeout());
     beast::error_code ec;
     co_await http::async_write(stream, res, net::redirect_error(kAwait, ec));
@@ -421,6 +433,7 @@ struct Server::Impl::Exchange {
     res.chunked(true);
     status = 200;
     chunked = true;
+    Count();
     http::response_serializer<http::empty_body> sr{res};
     stream.expires_after(WriteTimeout());
     beast::error_code ec;
@@ -586,6 +599,7 @@ net::awaitable<void> Server::Impl::Serve(tcp::socket socket) {
       beast::error_code ec;
       co_await http::async_read(stream, buffer, parser, net::redirect_error(kAwait, ec));
       Exchange ex{*this, stream, {}};
+      ex.unparsed = true;
       if (ec == http::error::body_limit || ec == http::error::header_limit) {
         ex.req.version(11);
         ex.req.keep_alive(false);
@@ -596,7 +610,6 @@ net::awaitable<void> Server::Impl::Serve(tcp::socket socket) {
                  : std::string("the request headers are over 16 KiB"),
             "", body ? "request_too_large" : "headers_too_large"};
         co_await ex.SendError(too_large);
-        metrics.CountRequest("other", ex.status);
         // Read (and drop) what the client is still sending for a moment, so it gets the reply rather
         // than a reset.
         stream.socket().shutdown(tcp::socket::shutdown_send, ec);
@@ -619,16 +632,15 @@ net::awaitable<void> Server::Impl::Serve(tcp::socket socket) {
           ex.req.keep_alive(false);
           const ApiError malformed = BadRequest("malformed HTTP request: " + ec.message());
           co_await ex.SendError(malformed);
-          metrics.CountRequest("other", ex.status);
         }
         break;
       }
       ex.req = parser.release();
+      ex.unparsed = false;
       if (count.now > opt.max_connections) {
         ex.req.keep_alive(false);
         const ApiError full = {503, "too many open connections", "", "", "unavailable_error"};
         co_await ex.SendError(full);
-        metrics.CountRequest(EndpointLabel(PathOf(ex.req.target())), ex.status);
         break;
       }
       if (PathOf(ex.req.target()) == "/v1/realtime" && beast::websocket::is_upgrade(ex.req) && ready.load() &&
@@ -651,7 +663,7 @@ net::awaitable<void> Server::Impl::Serve(tcp::socket socket) {
         if (!ex.chunked) co_await ex.SendError(internal);
         keep = false;
       }
-      metrics.CountRequest(EndpointLabel(PathOf(ex.req.target())), ex.status);
+      ex.Count();  // a reply that never started (Send and BeginChunked count their own)
       if (!keep) break;
     }
   } catch (const std::exception&) {

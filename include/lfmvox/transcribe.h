@@ -71,10 +71,12 @@ enum class TranscriptFormat { kText, kJson, kSrt, kVtt };
 // "text": each segment's text on its own line (one window: what `lfmvox asr` always printed);
 // "json": {"segments": [{"start": s, "end": s, "text": "...", "words": [{"word", "start", "end"}, ...]},
 // ...]}
-//   ("words" only when the segment has them);
+//   ("words" on every segment when with_words, empty where a segment has none; otherwise only where a
+//   segment has them);
 // "srt": numbered cues "HH:MM:SS,mmm --> HH:MM:SS,mmm"; "vtt": "WEBVTT" and "HH:MM:SS.mmm" cues.
 // Times are rounded to the nearest millisecond.
-std::string FormatTranscript(std::span<const TranscriptSegment> segments, TranscriptFormat format);
+std::string FormatTranscript(std::span<const TranscriptSegment> segments, TranscriptFormat format,
+                             bool with_words = false);
 
 }  // namespace lfmvox
 LFMVOX_API_END

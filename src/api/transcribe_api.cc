@@ -156,7 +156,8 @@ std::string Timestamp(double seconds, char sep) {
 
 }  // namespace
 
-std::string FormatTranscript(std::span<const TranscriptSegment> segments, TranscriptFormat format) {
+std::string FormatTranscript(std::span<const TranscriptSegment> segments, TranscriptFormat format,
+                             bool with_words) {
   std::string out;
   switch (format) {
     case TranscriptFormat::kText:
@@ -166,7 +167,7 @@ std::string FormatTranscript(std::span<const TranscriptSegment> segments, Transc
       nlohmann::ordered_json list = nlohmann::ordered_json::array();
       for (const TranscriptSegment& s : segments) {
         nlohmann::ordered_json seg = {{"start", s.start}, {"end", s.end}, {"text", s.text}};
-        if (!s.words.empty()) {
+        if (with_words || !s.words.empty()) {
           nlohmann::ordered_json words = nlohmann::ordered_json::array();
           for (const WordTiming& w : s.words)
             words.push_back({{"word", w.text}, {"start", w.start}, {"end", w.end}});
