@@ -545,17 +545,20 @@ HWY_INLINE void QStoreSteps(const QuantArgs& a, size_t i, size_t j, QStepF (&acc
   }
 }
 
-// How many tiles ahead the prefetch stream of the step kernels runs: the nearest whole tile at least
-// kQPrefetchBytes past the one being read. Tiles read W front to back, so the stream is one linear
-// run of addresses, what the hardware prefetchers follow too; one tile ahead was too close when a
-// tile is small (1 × 2 Q4_0 rows at k = 2048: 2.3 KB, ~0.1 µs of DRAM reading, less than a miss
-// takes). Measured on Zen 5 (AVX3_DL, cold W, m = 1, 1 thread, median GB/s; docs/benchmarks.md
-// session 14): each row's next step at the same offset (the Xeon's choice) Q4_0 [65536×2048] 10–13,
-// [8192×2048] 10–14; the stream one tile ahead 20–24 and 23–24; 8 KiB ahead 27–29 and 25–29; 32 KiB
-// 27–30 and 27–30 (no better, more wasted past a share's end).
+// How many tiles ahead the prefetch stream of the step kernels runs. Tiles read W front to back, so
+// the stream is one linear run of addresses, what the hardware prefetchers follow too. For decode
+// (R ≤ 2: each W byte read once, straight from DRAM) the nearest whole tile at least kQPrefetchBytes
+// past the one being read: one tile ahead was too close when a tile is small (1 × 2 Q4_0 rows at k =
+// 2048: 2.3 KB, ~0.1 µs of DRAM reading, less than a miss takes). Measured on Zen 5 (AVX3_DL, cold
+// W, m = 1, 1 thread, median GB/s; docs/benchmarks.md session 14): each row's next step at the same
+// offset Q4_0 [65536×2048] 10–13, [8192×2048] 10–14; the stream one tile ahead 20–24 and 23–24; 8 KiB
+// ahead 27–29 and 25–29; 32 KiB 27–30 and 27–30 (no better, more wasted past a share's end). Larger
+// tiles reuse W across X rows and keep one tile.
 constexpr size_t kQPrefetchBytes = 8192;
+template <size_t R>
 HWY_INLINE size_t QPrefetchTiles(size_t tile_bytes) {
-  return tile_bytes == 0 ? 1 : std::max<size_t>(1, (kQPrefetchBytes + tile_bytes - 1) / tile_bytes);
+  if (R > 2 || tile_bytes == 0) return 1;
+  return std::max<size_t>(1, (kQPrefetchBytes + tile_bytes - 1) / tile_bytes);
 }
 
 // W in WeightLayout::kSteps16: per 16-block step its 16 / S halves (one on
@@ -572,9 +575,12 @@ HWY_NOINLINE void QTileSteps16(const QuantArgs& a, size_t i, size_t j, const uin
     for (size_t c = 0; c < NR; ++c) acc[r][c] = QStepZero();
   }
   const size_t steps = a.blocks / 16;
-  // Prefetch: one front-to-back stream over a later tile's NR·rb bytes, a few lines at every step (or
-  // half step) and row, enough to cover them by the tile's end, QPrefetchTiles ahead (below).
-  const uint8_t* pf = w + QPrefetchTiles(NR * rb) * NR * rb;
+  // Prefetch: at R ≤ 2, and on 256-bit targets (kH = 2) at any R, one front-to-back stream over a
+  // later tile's NR·rb bytes, a few lines at every step (or half step) and row, enough to cover them by
+  // the tile's end: QPrefetchTiles<R> ahead (below). At R > 2 on AVX3_DL each row's next step in the
+  // next tile (the stream there cost 20–30 % of m ≥ 64 on Zen 5).
+  constexpr bool kStream = kH == 2 || R <= 2;
+  const uint8_t* pf = w + QPrefetchTiles<R>(NR * rb) * NR * rb;
   const size_t pf_lines = steps == 0 ? 0 : (rb + 64 * steps * kH - 1) / (64 * steps * kH);
   for (size_t p = 0; p < steps; ++p) {
     // W row outer, X row inner: one decoded step and its d_w live; each X
@@ -584,7 +590,13 @@ HWY_NOINLINE void QTileSteps16(const QuantArgs& a, size_t i, size_t j, const uin
     for (size_t h = 0; h < kH; ++h) {
       HWY_UNROLL(8)
       for (size_t c = 0; c < NR; ++c) {
-        for (size_t q = 0; q < pf_lines; ++q, pf += 64) hwy::Prefetch(pf);
+        if constexpr (kStream) {
+          for (size_t q = 0; q < pf_lines; ++q, pf += 64) hwy::Prefetch(pf);
+        } else {
+          const uint8_t* next = w + (c + NR) * rb;
+          for (size_t o = 0; o < kC; o += 64) hwy::Prefetch(next + at + o);
+          hwy::Prefetch(next + scales);
+        }
         const uint8_t* row = w + c * rb;
         const typename Fmt::Step codes = Fmt::LoadStep16(row + at, h);
         const auto ws = Fmt::WSide(codes);
@@ -673,7 +685,7 @@ HWY_NOINLINE void QTileBlockSteps(const QuantArgs& a, size_t i, size_t j, const 
     HWY_UNROLL(8)
     for (size_t c = 0; c < NR; ++c) acc[r][c] = QZero();
   }
-  const uint8_t* pf = w + QPrefetchTiles(NR * rb) * NR * rb;
+  const uint8_t* pf = w + QPrefetchTiles<R>(NR * rb) * NR * rb;
   const size_t pf_lines = (rb + 64 * a.blocks - 1) / (64 * a.blocks);
   for (size_t b = 0; b < a.blocks; ++b) {
     HWY_UNROLL(8)
