@@ -550,7 +550,7 @@ HWY_INLINE void QStoreSteps(const QuantArgs& a, size_t i, size_t j, QStepF (&acc
 // (R ≤ 2: each W byte read once, straight from DRAM) the nearest whole tile at least kQPrefetchBytes
 // past the one being read: one tile ahead was too close when a tile is small (1 × 2 Q4_0 rows at k =
 // 2048: 2.3 KB, ~0.1 µs of DRAM reading, less than a miss takes). Measured on Zen 5 (AVX3_DL, cold
-// W, m = 1, 1 thread, median GB/s; docs/benchmarks.md session 14): each row's next step at the same
+// W, m = 1, 1 thread, median GB/s; docs/benchmarks.md "Zen 5"): each row's next step at the same
 // offset Q4_0 [65536×2048] 10–13, [8192×2048] 10–14; the stream one tile ahead 20–24 and 23–24; 8 KiB
 // ahead 27–29 and 25–29; 32 KiB 27–30 and 27–30 (no better, more wasted past a share's end). Larger
 // tiles reuse W across X rows and keep one tile.
