@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
@@ -71,7 +72,10 @@ CliRun RunCli(const std::vector<std::string>& args) {
 // `replaced`, which the caller then writes.
 fs::path Variant(const std::string& name, const std::string& base, const std::string& replaced) {
   const fs::path src = fs::canonical(testing::DataPath(base));
-  const fs::path dir = testing::ScratchPath("membound_" + name);
+  std::string safe = name;  // a case name may hold spaces and slashes ("config /dev/zero")
+  std::replace_if(
+      safe.begin(), safe.end(), [](char c) { return c == '/' || c == ' '; }, '_');
+  const fs::path dir = testing::ScratchPath("membound_" + safe);
   fs::remove_all(dir);
   fs::create_directories(dir);
   for (const fs::directory_entry& e : fs::directory_iterator(src)) {
@@ -236,8 +240,10 @@ TEST(MemoryBound, RefusedSpeechInputsStayUnderTwiceTheLegitimatePeak) {
       u32(data);
       const std::string path = testing::ScratchPath(std::string("membound_") + std::to_string(rate) + ".wav");
       WriteSparse(path, h, h.size() + data);
-      std::ofstream(path + ".json") << "[{\"audio\": \"" << path << "\"}]";
-      cases.push_back({name, generate(testing::DataPath("lfm25_tiny"), path + ".json")});
+      const std::string prompt =
+          testing::ScratchPath(std::string("membound_") + std::to_string(rate) + ".json");
+      std::ofstream(prompt) << "[{\"audio\": \"" << path << "\"}]";
+      cases.push_back({name, generate(testing::DataPath("lfm25_tiny"), prompt)});
     }
   }
   ExpectBounded(legit, cases);

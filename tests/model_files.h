@@ -70,8 +70,7 @@ inline std::string ModelDir(const std::string& name) {
 inline std::string DetokenizerDir(const std::string& name) {
   if (WeightsVariant().empty()) return DataPath(name);
   namespace fs = std::filesystem;
-  const fs::path snap =
-      fs::path(::testing::TempDir()) / ("lfmvox_snapshot_" + name + "_" + std::to_string(::getpid()));
+  const fs::path snap = ScratchPath("snapshot_" + name);
   fs::create_directories(snap);
   for (const char* f : {"config.json", "model.safetensors", "tokenizer.json"}) {
     std::error_code ec;
