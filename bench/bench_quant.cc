@@ -20,7 +20,10 @@
 // copy that stays in L3 (shared with other cores: on a shared machine its
 // rate varies), "l2" on one [192×2048] copy that fits each core's 512 KiB L2:
 // the kernels' compute limit, without DRAM or L3. The
-// optional lists narrow (or, for m, replace) what runs.
+// optional lists narrow (or, for m, replace) what runs. LFMVOX_BENCH_TARGET=AVX2 (a Highway target
+// name) runs that target's kernels instead of the best this CPU has.
+#include <hwy/targets.h>
+
 #include <algorithm>
 #include <cctype>
 #include <cstdint>
@@ -153,6 +156,20 @@ void RunCase(ThreadTeam& team, double floor_gbs, WeightFormat f, Case c, size_t 
 }
 
 int Main(int argc, char** argv) {
+  // LFMVOX_BENCH_TARGET=AVX2 (or AVX3, SSE4, ...): run the kernels of that compiled target on this CPU.
+  if (const char* want = std::getenv("LFMVOX_BENCH_TARGET")) {
+    bool found = false;
+    for (int64_t t : hwy::SupportedAndGeneratedTargets()) {
+      if (std::string_view(hwy::TargetName(t)) == want) {
+        hwy::SetSupportedTargetsForTest(t);
+        found = true;
+      }
+    }
+    if (!found) {
+      std::fprintf(stderr, "LFMVOX_BENCH_TARGET=%s: not a target this CPU runs and this build has\n", want);
+      return 2;
+    }
+  }
   const double min_seconds = argc > 1 ? std::atof(argv[1]) : 0.2;
   const bool quick = argc > 2 && std::string_view(argv[2]) == "quick";
   const bool l2 = argc > 2 && std::string_view(argv[2]) == "l2";
