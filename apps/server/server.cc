@@ -376,17 +376,15 @@ struct Server::Impl::Exchange {
   beast::tcp_stream& stream;
   Request req;
   int status = 0;
-  bool chunked = false;   // the reply's header went out as chunked
-  bool counted = false;   // the reply is in the request counter
-  bool unparsed = false;  // no request was read: counted under "other"
+  bool chunked = false;  // the reply's header went out as chunked
+  bool counted = false;  // the reply is in the request counter
 
   // Counts the reply once, as `status` says, before its first byte is written: a client that has the
-  // reply then finds it in /metrics.
+  // reply then finds it in /metrics. (A request that could not be read has no target: "other".)
   void Count() {
     if (counted) return;
     counted = true;
-    server.metrics.CountRequest(unparsed ? std::string("other") : EndpointLabel(PathOf(req.target())),
-                                status);
+    server.metrics.CountRequest(EndpointLabel(PathOf(req.target())), status);
   }
 
   std::chrono::steady_clock::duration WriteTimeout() const {
@@ -599,7 +597,6 @@ net::awaitable<void> Server::Impl::Serve(tcp::socket socket) {
       beast::error_code ec;
       co_await http::async_read(stream, buffer, parser, net::redirect_error(kAwait, ec));
       Exchange ex{*this, stream, {}};
-      ex.unparsed = true;
       if (ec == http::error::body_limit || ec == http::error::header_limit) {
         ex.req.version(11);
         ex.req.keep_alive(false);
@@ -636,7 +633,6 @@ net::awaitable<void> Server::Impl::Serve(tcp::socket socket) {
         break;
       }
       ex.req = parser.release();
-      ex.unparsed = false;
       if (count.now > opt.max_connections) {
         ex.req.keep_alive(false);
         const ApiError full = {503, "too many open connections", "", "", "unavailable_error"};

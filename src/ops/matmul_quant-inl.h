@@ -555,9 +555,10 @@ HWY_INLINE void QStoreSteps(const QuantArgs& a, size_t i, size_t j, QStepF (&acc
 // ahead 27–29 and 25–29; 32 KiB 27–30 and 27–30 (no better, more wasted past a share's end). Larger
 // tiles reuse W across X rows and keep one tile.
 constexpr size_t kQPrefetchBytes = 8192;
+constexpr size_t kQDecodeRows = 2;  // tiles of at most this many X rows prefetch far ahead
 template <size_t R>
 HWY_INLINE size_t QPrefetchTiles(size_t tile_bytes) {
-  if (R > 2 || tile_bytes == 0) return 1;
+  if (R > kQDecodeRows || tile_bytes == 0) return 1;
   return std::max<size_t>(1, (kQPrefetchBytes + tile_bytes - 1) / tile_bytes);
 }
 
@@ -579,7 +580,7 @@ HWY_NOINLINE void QTileSteps16(const QuantArgs& a, size_t i, size_t j, const uin
   // later tile's NR·rb bytes, a few lines at every step (or half step) and row, enough to cover them by
   // the tile's end: QPrefetchTiles<R> ahead (below). At R > 2 on AVX3_DL each row's next step in the
   // next tile (the stream there cost 20–30 % of m ≥ 64 on Zen 5).
-  constexpr bool kStream = kH == 2 || R <= 2;
+  constexpr bool kStream = kH == 2 || R <= kQDecodeRows;
   const uint8_t* pf = w + QPrefetchTiles<R>(NR * rb) * NR * rb;
   const size_t pf_lines = steps == 0 ? 0 : (rb + 64 * steps * kH - 1) / (64 * steps * kH);
   for (size_t p = 0; p < steps; ++p) {
