@@ -235,9 +235,14 @@ constexpr size_t kQMRVnni = 8;
 // 40.4 / 40.3; 2×2 24.4 / 24.2 and 37.5 / 37.0.
 constexpr size_t kQNrForRSteps[] = {0, 4, 2, 1, 1, 1, 1, 1, 1};
 constexpr size_t kQMRSteps = 8;
-// For m > kQMR: X rows processed against each W row block while they stay in
-// L2, as matmul-inl.h does (quantized X is ~1.1 bytes a value).
-constexpr size_t kQXBlockBytes = 256 * 1024;
+// For m of a whole tile or more: W rows in blocks of this many bytes, each block run against every tile of X
+// rows in turn (QMatMulColumns), so that W is read from memory once and then from L2, and a tile's X record
+// (8 rows: 20 KiB at k = 2048) stays in L1. The former order (a W row pair against every X tile, X
+// from L2 each time) held the 8 × 2 VNNI tiles to the L2's rate: Q4_0 [8192×2048], 1 thread, Zen 5,
+// GFLOP/s at m = 64 / 256: 276–369 / 281–369 before, 459–488 / 523–554 with 256 KiB blocks (128 and
+// 512 KiB no better); [2048×8192] (a tile's X is 80 KiB there) 266–317 / 257–269 → 329–336 / 334–351;
+// Q8_0 +10–50 %; backbone prefill of 128 tokens, 1 / 2 threads, 150 / 240 → 190 / 310 tokens/s.
+constexpr size_t kQWBlockBytes = 256 * 1024;
 
 // Prefetch of the next tile's rows, as matmul-inl.h does: at every block,
 // addresses 64 bytes apart from its start, which touch every line the block
@@ -547,18 +552,22 @@ HWY_INLINE void QStoreSteps(const QuantArgs& a, size_t i, size_t j, QStepF (&acc
 
 // How many tiles ahead the prefetch stream of the step kernels runs. Tiles read W front to back, so
 // the stream is one linear run of addresses, what the hardware prefetchers follow too. For decode
-// (R ≤ 2: each W byte read once, straight from DRAM) the nearest whole tile at least kQPrefetchBytes
+// (R = 1 or 2: each W byte read once, straight from DRAM) the nearest whole tile at least kQPrefetchBytes
 // past the one being read: one tile ahead was too close when a tile is small (1 × 2 Q4_0 rows at k =
 // 2048: 2.3 KB, ~0.1 µs of DRAM reading, less than a miss takes). Measured on Zen 5 (AVX3_DL, cold
 // W, m = 1, 1 thread, median GB/s; docs/benchmarks.md "Zen 5"): each row's next step at the same
 // offset Q4_0 [65536×2048] 10–13, [8192×2048] 10–14; the stream one tile ahead 20–24 and 23–24; 8 KiB
-// ahead 27–29 and 25–29; 32 KiB 27–30 and 27–30 (no better, more wasted past a share's end). Larger
-// tiles reuse W across X rows and keep one tile.
+// ahead 27–29 and 25–29; 32 KiB 27–30 and 27–30 (no better, more wasted past a share's end). The
+// tiles of a few X rows (several conversations' decode steps batched, m < 8) read W from DRAM while
+// they compute, and without the stream the two did not overlap (m = 4: 13–16 GB/s, each alone ~30):
+// the stream took Q4_0 [65536×2048] m = 4 from 11–12 to 13–19 GB/s (1 thread), m = 6 from 9 to 13,
+// and 4 batched Q4_0 audio steps (bench_batching) 64–69 → 56–60 ms on 1 thread, ~4 % on 2. The 8-row
+// tiles of prefill reuse W across X rows and keep one tile (the stream cost them 20–30 %).
 constexpr size_t kQPrefetchBytes = 8192;
-constexpr size_t kQDecodeRows = 2;  // tiles of at most this many X rows prefetch far ahead
+constexpr size_t kQStreamRows = 7;  // tiles of at most this many X rows prefetch far ahead
 template <size_t R>
 HWY_INLINE size_t QPrefetchTiles(size_t tile_bytes) {
-  if (R > kQDecodeRows || tile_bytes == 0) return 1;
+  if (R > kQStreamRows || tile_bytes == 0) return 1;
   return std::max<size_t>(1, (kQPrefetchBytes + tile_bytes - 1) / tile_bytes);
 }
 
@@ -576,11 +585,11 @@ HWY_NOINLINE void QTileSteps16(const QuantArgs& a, size_t i, size_t j, const uin
     for (size_t c = 0; c < NR; ++c) acc[r][c] = QStepZero();
   }
   const size_t steps = a.blocks / 16;
-  // Prefetch: at R ≤ 2, and on 256-bit targets (kH = 2) at any R, one front-to-back stream over a
-  // later tile's NR·rb bytes, a few lines at every step (or half step) and row, enough to cover them by
-  // the tile's end: QPrefetchTiles<R> ahead (below). At R > 2 on AVX3_DL each row's next step in the
-  // next tile (the stream there cost 20–30 % of m ≥ 64 on Zen 5).
-  constexpr bool kStream = kH == 2 || R <= kQDecodeRows;
+  // Prefetch: at R ≤ kQStreamRows, and on 256-bit targets (kH = 2) at any R, one front-to-back stream
+  // over a later tile's NR·rb bytes, a few lines at every step (or half step) and row, enough to cover
+  // them by the tile's end: QPrefetchTiles<R> ahead (below). The 8-row tiles on AVX3_DL prefetch each
+  // row's next step in the next tile (the stream there cost 20–30 % of m ≥ 64 on Zen 5).
+  constexpr bool kStream = kH == 2 || R <= kQStreamRows;
   const uint8_t* pf = w + QPrefetchTiles<R>(NR * rb) * NR * rb;
   const size_t pf_lines = steps == 0 ? 0 : (rb + 64 * steps * kH - 1) / (64 * steps * kH);
   for (size_t p = 0; p < steps; ++p) {
@@ -859,10 +868,15 @@ template <class Fmt>
 void QMatMulColumns(const QuantArgs& a, size_t m, size_t j0, size_t j1) {
   constexpr size_t kMR = QMR<Fmt>();
   if (m < kMR) return QSweepSmallM<Fmt>(a, m, j0, j1);
-  const size_t rows_in_l2 = kQXBlockBytes / std::max<size_t>(a.ldx, 1);
-  const size_t block = std::max(kMR, rows_in_l2 / kMR * kMR);
-  for (size_t i0 = 0; i0 < m; i0 += block)
-    QSweep<QNrForR<Fmt>(kMR), 1, kMR, Fmt>(a, i0, std::min(m, i0 + block), j0, j1);
+  // A block of W rows (kQWBlockBytes) against one tile of X rows after another, as the float
+  // engine's SweepXTiles (matmul-inl.h): the block comes from memory for the first tile and from L2
+  // for the rest, each tile's X from L1.
+  constexpr size_t kNR = QNrForR<Fmt>(kMR);
+  const size_t block = std::max(kNR, kQWBlockBytes / std::max<size_t>(a.w_row_bytes, 1) / kNR * kNR);
+  for (size_t jb = j0; jb < j1; jb += block) {
+    const size_t je = std::min(j1, jb + block);
+    for (size_t i0 = 0; i0 < m; i0 += kMR) QSweep<kNR, 1, kMR, Fmt>(a, i0, std::min(m, i0 + kMR), jb, je);
+  }
 }
 
 template <class Fmt>

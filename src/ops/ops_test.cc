@@ -433,16 +433,22 @@ TEST(MatMulQuant, DeterministicAcrossChunkingEveryTarget) {
   ForEachTarget([&] {
     Rng rng(12);
     // k = 2080: an odd count of 32-blocks, so the 2-, 4- or 8-block steps of
-    // Q8_0 and Q4_0 end with a single block; k = 2016 (63 blocks) with 7 or 3.
-    for (const auto& [f, k] :
-         {std::pair{WeightFormat::kQ8_0, size_t{2048}}, std::pair{WeightFormat::kQ8_0, size_t{2080}},
-          std::pair{WeightFormat::kQ8_0, size_t{2016}}, std::pair{WeightFormat::kQ4_0, size_t{2048}},
-          std::pair{WeightFormat::kQ4_0, size_t{2080}}, std::pair{WeightFormat::kQ4_0, size_t{2016}},
-          std::pair{WeightFormat::kQ6_K, size_t{2048}}}) {
-      const size_t m = 37, n = 21;
+    // Q8_0 and Q4_0 end with a single block; k = 2016 (63 blocks) with 7 or 3. The n = 300–560 cases
+    // hold more than one block of W rows (kQWBlockBytes, 256 KiB) in each thread's share.
+    struct Case {
+      WeightFormat f;
+      size_t k, n;
+    };
+    for (const auto& [f, k, n] :
+         {Case{WeightFormat::kQ8_0, 2048, 21}, Case{WeightFormat::kQ8_0, 2080, 21},
+          Case{WeightFormat::kQ8_0, 2016, 21}, Case{WeightFormat::kQ4_0, 2048, 21},
+          Case{WeightFormat::kQ4_0, 2080, 21}, Case{WeightFormat::kQ4_0, 2016, 21},
+          Case{WeightFormat::kQ6_K, 2048, 21}, Case{WeightFormat::kQ4_0, 2048, 563},
+          Case{WeightFormat::kQ8_0, 2080, 301}, Case{WeightFormat::kQ6_K, 2048, 401}}) {
+      const size_t m = 37;
       QuantCase c(f, m, n, k, 1, 0, rng);
       const Weight w = c.W();
-      std::vector<float> full(m * n), part(m * n);  // [m, n]
+      std::vector<float> full(m * n), part(m * n, std::numeric_limits<float>::quiet_NaN());  // [m, n]
       MatMul(c.x.p, m, c.ldx, w, c.bias.p, full.data(), n, team2);
       auto expect_same = [&](size_t row0, size_t col0, const char* what) {
         for (size_t i = row0; i < m; ++i) {
@@ -451,6 +457,8 @@ TEST(MatMulQuant, DeterministicAcrossChunkingEveryTarget) {
                 << what << " " << WeightFormatName(f) << " (" << i << "," << j << ")";
           }
         }
+        // The next way starts from NaN: an output it leaves unwritten fails.
+        std::fill(part.begin(), part.end(), std::numeric_limits<float>::quiet_NaN());
       };
       Buf<float> row(k, 3);
       for (size_t i = 0; i < m; ++i) {
