@@ -67,6 +67,16 @@ struct Q4_0Blocks {
     return Split(c);
   }
   static int WSide(const Step& /*w*/) { return 0; }
+  // QTileStepsParts (matmul_quant-inl.h): code register j's low nibbles are part j, its high ones
+  // part 4 + j; a row's sum starts from X's correction.
+  static constexpr size_t kRawRegs = 4;
+  static __m512i PartOf(__m512i raw, size_t h) {
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    return _mm512_and_si512(h == 0 ? raw : _mm512_srli_epi16(raw, 4), m4);
+  }
+  static int StepWSide(const uint8_t* /*codes*/) { return 0; }
+  static __m512i PartsStart(const uint8_t* xr, int /*ws*/) { return _mm512_load_si512(xr + 512); }
+  static __m512i PartDot(__m512i sum, __m512i w, __m512i x) { return _mm512_dpbusd_epi32(sum, w, x); }
   // kChains (1 or 2) dependency chains of vpdpbusd (matmul_quant-inl.h, QStepAcc).
   template <size_t kChains = 1>
   static QStepI DotStep(const Step& q, int /*ws*/, const uint8_t* xr) {

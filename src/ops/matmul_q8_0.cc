@@ -61,6 +61,13 @@ struct Q8_0Blocks {
     for (size_t j = 0; j < 8; ++j) c = _mm512_dpbusd_epi32(c, k128, w.p[j]);
     return _mm512_sub_epi32(z, c);
   }
+  // QTileStepsParts (matmul_quant-inl.h): code register j is part j; a row's sum starts from the W
+  // row's term.
+  static constexpr size_t kRawRegs = 8;
+  static __m512i PartOf(__m512i raw, size_t /*h*/) { return raw; }
+  static __m512i StepWSide(const uint8_t* codes) { return WSide(LoadStep16(codes, 0)); }
+  static __m512i PartsStart(const uint8_t* /*xr*/, __m512i ws) { return ws; }
+  static __m512i PartDot(__m512i sum, __m512i w, __m512i x) { return _mm512_dpbusd_epi32(sum, x, w); }
   // kChains (1 or 2) dependency chains of vpdpbusd (matmul_quant-inl.h, QStepAcc).
   template <size_t kChains = 1>
   static QStepI DotStep(const Step& w, __m512i ws, const uint8_t* xr) {

@@ -571,6 +571,27 @@ HWY_INLINE size_t QPrefetchTiles(size_t tile_bytes) {
   return std::max<size_t>(1, (kQPrefetchBytes + tile_bytes - 1) / tile_bytes);
 }
 
+// The tail of a kSteps16 row (its blocks % 16 blocks, after `steps` steps) into a tile's accumulators.
+template <size_t R, size_t NR, class Fmt>
+HWY_INLINE void QTail16(const QuantArgs& a, const uint8_t* HWY_RESTRICT x, const uint8_t* HWY_RESTRICT w,
+                        size_t steps, QStepF (&acc)[R][NR]) {
+  constexpr size_t kC = Fmt::kStepCodeBytes, kH = 16 / Fmt::kStepBlocks, kXB = Fmt::kRecordBytes;
+  const size_t n = a.blocks % 16;
+  if (n == 0) return;
+  for (size_t h = 0; h * Fmt::kStepBlocks < n; ++h) {
+    HWY_UNROLL(8)
+    for (size_t c = 0; c < NR; ++c) {
+      const uint8_t* row = w + c * a.w_row_bytes;
+      const typename Fmt::Step codes = Fmt::LoadTail16(row + steps * (kC + 32), n, h);
+      const auto ws = Fmt::WSide(codes);
+      const QStepF dw = QLoadTail16Scales(row + Steps16TailScalesAt(steps, kC, n, kC / 16), n, h);
+      HWY_UNROLL(8)
+      for (size_t r = 0; r < R; ++r)
+        acc[r][c] = QStepAcc<Fmt, R>(codes, ws, dw, x + r * a.ldx + kXB * (kH * steps + h), acc[r][c]);
+    }
+  }
+}
+
 // W in WeightLayout::kSteps16: per 16-block step its 16 / S halves (one on
 // AVX3_DL), each loaded as whole registers, then the tail's.
 template <size_t R, size_t NR, class Fmt>
@@ -617,22 +638,85 @@ HWY_NOINLINE void QTileSteps16(const QuantArgs& a, size_t i, size_t j, const uin
       }
     }
   }
-  if (const size_t n = a.blocks % 16; n != 0) {
-    for (size_t h = 0; h * Fmt::kStepBlocks < n; ++h) {
+  QTail16<R, NR, Fmt>(a, x, w, steps, acc);
+  QStoreSteps<R, NR>(a, i, j, acc);
+}
+
+#if LFMVOX_QUANT_VNNI
+// The decode-batch tiles on AVX3_DL (2–5 X rows, R·NR ≤ 16), W in kSteps16, register part outer:
+// per step, each code register of the NR W rows is loaded once and each X part of the R rows once,
+// and all R·NR int32 sums live in registers, so each vpdpbusd takes both operands from registers.
+// QTileSteps16 instead loads every X part from L1 for every W row (R·NR·8 loads a step against
+// 8·R + 4·NR here) and the loads, not the vpdpbusd, set its rate. The f32 accumulators go to L1 (no
+// registers left), once a step. The same operations per output as QTileSteps16 (the int32 sums
+// exact in any order, then one conversion, one multiply of the scales and one FMA a step, the tail
+// by QTail16), so the same bits. A decoder has kRawRegs (code registers a step: Q4_0 4, each two
+// parts by its nibbles; Q8_0 8), PartOf(raw, h), StepWSide(codes), PartsStart(x record, ws) (an
+// output's sum before the products: X's correction or W's term) and PartDot(sum, w part, x part).
+// Measured: see QPartsTile.
+template <size_t R, size_t NR, class Fmt>
+HWY_NOINLINE void QTileStepsParts(const QuantArgs& a, size_t i, size_t j, const uint8_t* HWY_RESTRICT w) {
+  const size_t rb = a.w_row_bytes, ldx = a.ldx;
+  const uint8_t* HWY_RESTRICT x = a.x + i * ldx;
+  constexpr size_t kC = Fmt::kStepCodeBytes, kXB = Fmt::kRecordBytes, kRaw = Fmt::kRawRegs;
+  HWY_ALIGN float accm[R][NR][16];  // acc[r][c]: Y[i + r, j + c]
+  HWY_UNROLL(8)
+  for (size_t r = 0; r < R; ++r) {
+    HWY_UNROLL(8)
+    for (size_t c = 0; c < NR; ++c) _mm512_store_ps(accm[r][c], QStepZero());
+  }
+  const size_t steps = a.blocks / 16;
+  const uint8_t* pf = w + QPrefetchTiles<R>(NR * rb) * NR * rb;  // the stream of QTileSteps16
+  const size_t pf_lines = steps == 0 ? 0 : (rb + 64 * steps - 1) / (64 * steps);
+  for (size_t p = 0; p < steps; ++p) {
+    const size_t at = Steps16CodesAt(p, steps, kC), scales = Steps16ScalesAt(p, steps, kC);
+    const uint8_t* xp = x + kXB * p;
+    QStepI s[R][NR];
+    HWY_UNROLL(8)
+    for (size_t c = 0; c < NR; ++c) {
+      for (size_t q = 0; q < pf_lines; ++q, pf += 64) hwy::Prefetch(pf);
+      const auto ws = Fmt::StepWSide(w + c * rb + at);
       HWY_UNROLL(8)
-      for (size_t c = 0; c < NR; ++c) {
-        const uint8_t* row = w + c * rb;
-        const typename Fmt::Step codes = Fmt::LoadTail16(row + steps * (kC + 32), n, h);
-        const auto ws = Fmt::WSide(codes);
-        const QStepF dw = QLoadTail16Scales(row + Steps16TailScalesAt(steps, kC, n, kC / 16), n, h);
+      for (size_t r = 0; r < R; ++r) s[r][c] = Fmt::PartsStart(xp + r * ldx, ws);
+    }
+    HWY_UNROLL(8)
+    for (size_t jr = 0; jr < kRaw; ++jr) {
+      __m512i raw[NR];
+      HWY_UNROLL(8)
+      for (size_t c = 0; c < NR; ++c) raw[c] = _mm512_loadu_si512(w + c * rb + at + 64 * jr);
+      HWY_UNROLL(2)
+      for (size_t h = 0; h < 8 / kRaw; ++h) {
+        __m512i xv[R];
         HWY_UNROLL(8)
-        for (size_t r = 0; r < R; ++r)
-          acc[r][c] = QStepAcc<Fmt, R>(codes, ws, dw, x + r * a.ldx + kXB * (kH * steps + h), acc[r][c]);
+        for (size_t r = 0; r < R; ++r) xv[r] = _mm512_load_si512(xp + r * ldx + 64 * (jr + kRaw * h));
+        HWY_UNROLL(8)
+        for (size_t c = 0; c < NR; ++c) {
+          const __m512i part = Fmt::PartOf(raw[c], h);
+          HWY_UNROLL(8)
+          for (size_t r = 0; r < R; ++r) s[r][c] = Fmt::PartDot(s[r][c], part, xv[r]);
+        }
+      }
+    }
+    HWY_UNROLL(8)
+    for (size_t c = 0; c < NR; ++c) {
+      const QStepF dw = QLoadStep16Scales(w + c * rb + scales, 0);
+      HWY_UNROLL(8)
+      for (size_t r = 0; r < R; ++r) {
+        const QStepF dx = QStepLoadF(xp + r * ldx + Fmt::kDxAt);
+        _mm512_store_ps(accm[r][c], QStepMulAdd(s[r][c], QStepMul(dw, dx), _mm512_load_ps(accm[r][c])));
       }
     }
   }
+  QStepF acc[R][NR];
+  HWY_UNROLL(8)
+  for (size_t r = 0; r < R; ++r) {
+    HWY_UNROLL(8)
+    for (size_t c = 0; c < NR; ++c) acc[r][c] = _mm512_load_ps(accm[r][c]);
+  }
+  QTail16<R, NR, Fmt>(a, x, w, steps, acc);
   QStoreSteps<R, NR>(a, i, j, acc);
 }
+#endif
 
 #if LFMVOX_QUANT_VNNI
 // W in the file's layout on AVX3_DL: the same steps in the same order, each
@@ -795,6 +879,23 @@ constexpr unsigned QDotShift() {
   }
 }
 
+#if LFMVOX_QUANT_VNNI
+// Whether a tile of R × NR runs QTileStepsParts: 2–5 X rows (the 8-row tiles of prefill would need
+// 16 sums, 8 X parts and the codes live: they spilled). Zen 5, 1 thread, GFLOP/s, four interleaved
+// rounds, QTileSteps16 → QTileStepsParts: hot [2048×2048] (L3) m = 4 Q4_0 361–404 → 450–503, Q8_0
+// 260–302 → 317–395; [192×2048] (L2) m = 4 Q4_0 264–345 → 318–413, m = 5 225–324 → 310–359. Four
+// batched Q4_0 conversations (10.6 s answers each): depth head 2.45–2.55 → 1.99–2.17 s, wall 10.8–11.4
+// → 10.1–11.0 s.
+template <class Fmt>
+constexpr bool QPartsTile(size_t r, size_t nr) {
+  if constexpr (requires { Fmt::kRawRegs; }) {
+    return r >= 2 && r * nr <= 16;
+  } else {
+    return false;
+  }
+}
+#endif
+
 // w: W row j in the layout the tile reads (see QSweep).
 template <size_t R, size_t NR, class Fmt>
 HWY_INLINE void QTileAny(const QuantArgs& a, size_t i, size_t j, const uint8_t* w) {
@@ -804,6 +905,7 @@ HWY_INLINE void QTileAny(const QuantArgs& a, size_t i, size_t j, const uint8_t* 
   } else if constexpr (QSteps<Fmt>()) {
 #if LFMVOX_QUANT_VNNI
     if (!a.steps16) return QTileStepsBlocks<R, NR, Fmt>(a, i, j, w);
+    if constexpr (QPartsTile<Fmt>(R, NR)) return QTileStepsParts<R, NR, Fmt>(a, i, j, w);
 #endif
     QTileSteps16<R, NR, Fmt>(a, i, j, w);
   } else  // NOLINT(readability/braces)

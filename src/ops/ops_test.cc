@@ -228,7 +228,7 @@ TEST(MatMul, DeterministicAcrossChunkingEveryTarget) {
         }
         expect_same(0, m, 0, n, "m=1");
         // Chunks of 6 and of 5, shifted so rows sit at every tile position.
-        for (size_t chunk : {5, 6, 7, 13}) {
+        for (size_t chunk : {4, 5, 6, 7, 13}) {
           for (size_t i0 = 0; i0 < m; i0 += chunk) {
             const size_t rows = std::min(chunk, m - i0);
             MatMul(c.x.p + i0 * c.ldx, rows, c.ldx, w, c.bias.p, part.data() + i0 * n, n,
@@ -466,7 +466,7 @@ TEST(MatMulQuant, DeterministicAcrossChunkingEveryTarget) {
         MatMul(row.p, 1, k, w, c.bias.p, part.data() + i * n, n, team1);
       }
       expect_same(0, 0, "m=1");
-      for (size_t chunk : {5, 6, 7, 13}) {
+      for (size_t chunk : {4, 5, 6, 7, 13}) {
         for (size_t i0 = 0; i0 < m; i0 += chunk) {
           MatMul(c.x.p + i0 * c.ldx, std::min(chunk, m - i0), c.ldx, w, c.bias.p, part.data() + i0 * n, n,
                  chunk % 2 ? team1 : team2);
