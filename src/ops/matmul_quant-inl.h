@@ -643,7 +643,7 @@ HWY_NOINLINE void QTileSteps16(const QuantArgs& a, size_t i, size_t j, const uin
 }
 
 #if LFMVOX_QUANT_VNNI
-// The decode-batch tiles on AVX3_DL (2–5 X rows, R·NR ≤ 16), W in kSteps16, register part outer:
+// The decode-batch tiles on AVX3_DL (2–7 X rows, QPartsTile), W in kSteps16, register part outer:
 // per step, each code register of the NR W rows is loaded once and each X part of the R rows once,
 // and all R·NR int32 sums live in registers, so each vpdpbusd takes both operands from registers.
 // QTileSteps16 instead loads every X part from L1 for every W row (R·NR·8 loads a step against
@@ -880,16 +880,17 @@ constexpr unsigned QDotShift() {
 }
 
 #if LFMVOX_QUANT_VNNI
-// Whether a tile of R × NR runs QTileStepsParts: 2–5 X rows (the 8-row tiles of prefill would need
-// 16 sums, 8 X parts and the codes live: they spilled). Zen 5, 1 thread, GFLOP/s, four interleaved
-// rounds, QTileSteps16 → QTileStepsParts: hot [2048×2048] (L3) m = 4 Q4_0 361–404 → 450–503, Q8_0
-// 260–302 → 317–395; [192×2048] (L2) m = 4 Q4_0 264–345 → 318–413, m = 5 225–324 → 310–359. Four
+// Whether a tile of R × NR runs QTileStepsParts: 2–7 X rows, R·NR ≤ 16 (the sums, X's parts and the
+// codes fit the 32 registers). Zen 5, 1 thread, GFLOP/s, interleaved rounds, QTileSteps16 →
+// QTileStepsParts: hot [2048×2048] (L3) m = 4 Q4_0 361–404 → 450–503, Q8_0 260–302 → 317–395; m = 6 /
+// 7 Q4_0 244–333 / 250–254 → 379–397 / 383–399; [192×2048] (L2) m = 4 Q4_0 264–345 → 318–413. Four
 // batched Q4_0 conversations (10.6 s answers each): depth head 2.45–2.55 → 1.99–2.17 s, wall 10.8–11.4
-// → 10.1–11.0 s.
+// → 10.1–11.0 s. The 8 × 2 tiles of prefill were no faster (m = 8: 446–452 → 428–447) and keep
+// QTileSteps16.
 template <class Fmt>
 constexpr bool QPartsTile(size_t r, size_t nr) {
   if constexpr (requires { Fmt::kRawRegs; }) {
-    return r >= 2 && r * nr <= 16;
+    return r >= 2 && r <= 7 && r * nr <= 16;
   } else {
     return false;
   }
