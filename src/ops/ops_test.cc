@@ -211,7 +211,7 @@ TEST(MatMul, DeterministicAcrossChunkingEveryTarget) {
         const Weight w = c.W(t);
         std::vector<float> full(m * n);  // [m, n]: all rows at once, 2 threads
         MatMul(c.x.p, m, c.ldx, w, c.bias.p, full.data(), n, team2);
-        std::vector<float> part(m * n);  // [m, n]
+        std::vector<float> part(m * n, std::numeric_limits<float>::quiet_NaN());  // [m, n]
         auto expect_same = [&](size_t row0, size_t rows, size_t col0, size_t cols, const char* what) {
           for (size_t i = row0; i < row0 + rows; ++i) {
             for (size_t j = col0; j < col0 + cols; ++j) {
@@ -219,6 +219,8 @@ TEST(MatMul, DeterministicAcrossChunkingEveryTarget) {
                   << what << " " << WeightFormatName(t) << " k=" << k << " (" << i << "," << j << ")";
             }
           }
+          // The next way starts from NaN: an output it leaves unwritten fails.
+          std::fill(part.begin(), part.end(), std::numeric_limits<float>::quiet_NaN());
         };
         // One row at a time, one thread, from a copy of the row at another misalignment.
         Buf<float> row(k, 3);
@@ -227,7 +229,7 @@ TEST(MatMul, DeterministicAcrossChunkingEveryTarget) {
           MatMul(row.p, 1, k, w, c.bias.p, part.data() + i * n, n, team1);
         }
         expect_same(0, m, 0, n, "m=1");
-        // Chunks of 6 and of 5, shifted so rows sit at every tile position.
+        // Chunks of 4 to 7 and of 13, so rows sit at every tile position.
         for (size_t chunk : {4, 5, 6, 7, 13}) {
           for (size_t i0 = 0; i0 < m; i0 += chunk) {
             const size_t rows = std::min(chunk, m - i0);
