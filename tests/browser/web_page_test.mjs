@@ -70,7 +70,10 @@ micWav(mic);
 const server = await serve(model);
 const kKey = 'test-key';
 const keyed = await serve(model, ['--api-key', kKey]);
-const vad = await serve(model, ['--max-new', '400']);  // (the last --max-new counts)
+// (the last --max-new counts) Long enough that an answer is still being generated when the page
+// sends its cancel: with 400 the demo model's whole answer (21 s of speech) was out before the
+// push-to-talk test's click, ~0.5 s after playback began, on a fast CPU.
+const vad = await serve(model, ['--max-new', '1600']);
 const base = `http://127.0.0.1:${server.port}`;
 const args = ['--use-fake-ui-for-media-stream', '--use-fake-device-for-media-stream', `--use-file-for-fake-audio-capture=${mic}`,
               '--autoplay-policy=no-user-gesture-required', '--disable-gpu', '--disable-quic', '--no-first-run',
@@ -321,7 +324,7 @@ try {
     await page.waitForFunction((n) => window.lfmvoxStats.sentSamples >= n, 3 * kRate, { timeout: 30000 });
     await page.click('#send');
     await page.waitForFunction((n) => window.lfmvoxStats.playedSamples >= n, kRate / 5, { timeout: 300000 });
-    await page.click('#send');  // 200 ms into a 400-token answer
+    await page.click('#send');  // 200 ms into a 1600-token answer
     await page.waitForFunction(() => window.lfmvoxStats.truncated.length > 0 &&
                                      window.lfmvoxStats.events['response.created'] === 2, null, { timeout: 300000 });
     const s = await stats(page);
