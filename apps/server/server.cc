@@ -27,6 +27,9 @@
 #include <optional>
 #include <string>
 #include <thread>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 #include <vector>
 
 #include "codec_util.h"
@@ -583,7 +586,16 @@ net::awaitable<void> Server::Impl::Serve(tcp::socket socket) {
     std::atomic<size_t>& n;
     size_t now;
     explicit Count(std::atomic<size_t>& c) : n(c), now(c.fetch_add(1) + 1) {}
-    ~Count() { n.fetch_sub(1); }
+    ~Count() {
+#if defined(__GLIBC__)
+      // The last connection gone: hand the pages its requests' buffers freed back to the system. glibc
+      // keeps freed memory in per-thread arenas; after 100 abusive clients for 60 s that was ~85 MB of
+      // resident set the idle server no longer used.
+      if (n.fetch_sub(1) == 1) malloc_trim(0);
+#else
+      n.fetch_sub(1);
+#endif
+    }
   } count(connections);
   beast::tcp_stream stream(std::move(socket));
   beast::flat_buffer buffer;
