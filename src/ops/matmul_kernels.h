@@ -48,9 +48,14 @@ struct QuantScratch {
     if (x.size() < bytes) x.Reset(bytes);
     return x.data();
   }
+  AlignedBuffer<uint8_t> carry;  // a W block's tile accumulators between chunks of steps
   uint8_t* ReserveW(size_t bytes) {
     if (w.size() < bytes) w.Reset(bytes);
     return w.data();
+  }
+  uint8_t* ReserveCarry(size_t bytes) {
+    if (carry.size() < bytes) carry.Reset(bytes);
+    return carry.data();
   }
 };
 QuantScratch& ThreadQuantScratch();

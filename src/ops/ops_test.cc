@@ -677,6 +677,10 @@ TEST(MatMulQuant, Steps16LayoutSameBitsAsBlocksEveryTarget) {
       } else {
         shapes.push_back({37, 21, 2080});
         shapes.push_back({37, 21, 2016});
+        // Rows long enough for the 8-row tiles to run a chunk of steps at a time (QMatMulChunked on
+        // AVX3_DL: the last chunk shorter, then the tail); n = 45: a block of W tiles, then a W row
+        // past the last tile.
+        shapes.push_back({37, 45, f == WeightFormat::kQ4_0 ? 8352 : 4128});
       }
       for (const auto& [m, n, k] : shapes) {
         QuantCase c(f, m, n, k, (m + k / 32) % 4, m % 2 == 0 ? 0 : 7, rng);
