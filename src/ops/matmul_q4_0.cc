@@ -35,16 +35,15 @@ struct Q4_0Blocks {
   // in int32. X's record: parts 0 .. 7, the correction (16 int32), d_x (16
   // floats, lane l: block l).
   static constexpr bool kSteps = true;
-  static constexpr size_t kStepBlocks = 16, kRecordBytes = 640, kDxAt = 576;
+  static constexpr size_t kStepBlocks = 16, kRecordBytes = 640, kXSideAt = 512, kDxAt = 576;
   struct Step {
     __m512i p[8];
   };
   static Step Split(const __m512i c[4]) {
-    const __m512i m4 = _mm512_set1_epi8(0x0f);
     Step s;
     for (size_t j = 0; j < 4; ++j) {
-      s.p[j] = _mm512_and_si512(c[j], m4);
-      s.p[4 + j] = _mm512_and_si512(_mm512_srli_epi16(c[j], 4), m4);
+      s.p[j] = PartOf(c[j], 0);
+      s.p[4 + j] = PartOf(c[j], 1);
     }
     return s;
   }
@@ -75,13 +74,13 @@ struct Q4_0Blocks {
     return _mm512_and_si512(h == 0 ? raw : _mm512_srli_epi16(raw, 4), m4);
   }
   static int StepWSide(const uint8_t* /*codes*/) { return 0; }
-  static __m512i PartsStart(const uint8_t* xr, int /*ws*/) { return _mm512_load_si512(xr + 512); }
+  static __m512i PartsStart(const uint8_t* xr, int /*ws*/) { return _mm512_load_si512(xr + kXSideAt); }
   static __m512i PartDot(__m512i sum, __m512i w, __m512i x) { return _mm512_dpbusd_epi32(sum, w, x); }
   // kChains (1 or 2) dependency chains of vpdpbusd (matmul_quant-inl.h, QStepAcc).
   template <size_t kChains = 1>
   static QStepI DotStep(const Step& q, int /*ws*/, const uint8_t* xr) {
     __m512i p[kChains];
-    p[0] = _mm512_load_si512(xr + 512);
+    p[0] = _mm512_load_si512(xr + kXSideAt);
     if constexpr (kChains == 2) p[1] = _mm512_setzero_si512();
     for (size_t r = 0; r < 8; ++r)
       p[r % kChains] = _mm512_dpbusd_epi32(p[r % kChains], q.p[r], _mm512_load_si512(xr + 64 * r));
@@ -97,7 +96,7 @@ struct Q4_0Blocks {
       _mm512_store_si512(rec + 64 * r, part[r]);
       xs = _mm512_dpbusd_epi32(xs, eight, part[r]);
     }
-    _mm512_store_si512(rec + 512, _mm512_sub_epi32(_mm512_setzero_si512(), xs));
+    _mm512_store_si512(rec + kXSideAt, _mm512_sub_epi32(_mm512_setzero_si512(), xs));
     _mm512_store_ps(rec + kDxAt, _mm512_loadu_ps(d));
   }
 #elif LFMVOX_QUANT_INTRINSICS

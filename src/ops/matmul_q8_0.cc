@@ -25,20 +25,25 @@ struct Q8_0Blocks {
 #if LFMVOX_QUANT_VNNI
   // Sixteen blocks a step on 512-bit vectors (matmul_quant-inl.h): register
   // P_j (j < 8) holds in lane l the values [4j, 4j + 4) of block l, so int32
-  // lane l sums block l only. vpdpbusd wants one unsigned operand: X's
-  // record holds x + 128 (1 .. 255), so Σ (x + 128)·w = Σ x·w + 128·Σ w, and
-  // the W-side term −128·Σ w (eight vpdpbusd per decoded step, shared by the
-  // tile's X rows) starts each row's sum. Per lane 32 products,
-  // |(x + 128)·w| ≤ 255·128: exact in int32. X's record: its parts 0 .. 7
-  // (values [4r, 4r + 4) of each block), then d_x (16 floats, lane l: block l).
+  // lane l sums block l only. vpdpbusd wants one unsigned operand: the codes
+  // are read as w + 128 (w ^ 0x80, 1 .. 255: one xor a register), so
+  // Σ (w + 128)·x = Σ w·x + 128·Σ x, and X's term −128·Σ x, made once when X
+  // is quantized, starts each row's sum (the W side used to pay eight more
+  // vpdpbusd a decoded step for −128·Σ w). Per lane 32 products,
+  // |(w + 128)·x| ≤ 255·128: exact in int32, the same integer as Σ w·x, so
+  // the same bits. X's record: its parts 0 .. 7 (values [4r, 4r + 4) of each
+  // block), the correction (16 int32), d_x (16 floats, lane l: block l).
   static constexpr bool kSteps = true;
-  static constexpr size_t kStepBlocks = 16, kRecordBytes = 576, kDxAt = 512;
+  static constexpr size_t kStepBlocks = 16, kRecordBytes = 640, kXSideAt = 512, kDxAt = 576;
   struct Step {
     __m512i p[8];
   };
+  static __m512i Unsigned(__m512i codes) {
+    return _mm512_xor_si512(codes, _mm512_set1_epi8(static_cast<char>(0x80)));
+  }
   static Step DecodeTail(const uint8_t* blk, size_t n) {
     Step s;
-    for (size_t j = 0; j < 8; ++j) s.p[j] = QGatherCodes<kBlockBytes>(blk, j, n);
+    for (size_t j = 0; j < 8; ++j) s.p[j] = Unsigned(QGatherCodes<kBlockBytes>(blk, j, n));
     return s;
   }
   static Step DecodeStep(const uint8_t* blk) { return DecodeTail(blk, kStepBlocks); }
@@ -46,44 +51,43 @@ struct Q8_0Blocks {
   static constexpr size_t kStepCodeBytes = 512;
   static Step LoadStep16(const uint8_t* codes, size_t /*h*/) {
     Step s;
-    for (size_t j = 0; j < 8; ++j) s.p[j] = _mm512_loadu_si512(codes + 64 * j);
+    for (size_t j = 0; j < 8; ++j) s.p[j] = Unsigned(_mm512_loadu_si512(codes + 64 * j));
     return s;
   }
   static Step LoadTail16(const uint8_t* tail, size_t n, size_t /*h*/) {
     Step s;
-    for (size_t j = 0; j < 8; ++j) s.p[j] = QLoadTail16Codes(tail, j, n, 0);
+    for (size_t j = 0; j < 8; ++j) s.p[j] = Unsigned(QLoadTail16Codes(tail, j, n, 0));
     return s;
   }
-  static __m512i WSide(const Step& w) {
-    const __m512i k128 = _mm512_set1_epi8(static_cast<char>(0x80));
-    const __m512i z = _mm512_setzero_si512();
-    __m512i c = z;
-    for (size_t j = 0; j < 8; ++j) c = _mm512_dpbusd_epi32(c, k128, w.p[j]);
-    return _mm512_sub_epi32(z, c);
-  }
-  // QTileStepsParts (matmul_quant-inl.h): code register j is part j; a row's sum starts from the W
-  // row's term.
+  static int WSide(const Step& /*w*/) { return 0; }
+  // QTileStepsParts (matmul_quant-inl.h): code register j is part j; a row's sum starts from X's
+  // correction.
   static constexpr size_t kRawRegs = 8;
-  static __m512i PartOf(__m512i raw, size_t /*h*/) { return raw; }
-  static __m512i StepWSide(const uint8_t* codes) { return WSide(LoadStep16(codes, 0)); }
-  static __m512i PartsStart(const uint8_t* /*xr*/, __m512i ws) { return ws; }
-  static __m512i PartDot(__m512i sum, __m512i w, __m512i x) { return _mm512_dpbusd_epi32(sum, x, w); }
+  static __m512i PartOf(__m512i raw, size_t /*h*/) { return Unsigned(raw); }
+  static int StepWSide(const uint8_t* /*codes*/) { return 0; }
+  static __m512i PartsStart(const uint8_t* xr, int /*ws*/) { return _mm512_load_si512(xr + kXSideAt); }
+  static __m512i PartDot(__m512i sum, __m512i w, __m512i x) { return _mm512_dpbusd_epi32(sum, w, x); }
   // kChains (1 or 2) dependency chains of vpdpbusd (matmul_quant-inl.h, QStepAcc).
   template <size_t kChains = 1>
-  static QStepI DotStep(const Step& w, __m512i ws, const uint8_t* xr) {
+  static QStepI DotStep(const Step& w, int /*ws*/, const uint8_t* xr) {
     __m512i p[kChains];
-    p[0] = ws;
+    p[0] = _mm512_load_si512(xr + kXSideAt);
     if constexpr (kChains == 2) p[1] = _mm512_setzero_si512();
     for (size_t j = 0; j < 8; ++j)
-      p[j % kChains] = _mm512_dpbusd_epi32(p[j % kChains], _mm512_load_si512(xr + 64 * j), w.p[j]);
+      p[j % kChains] = _mm512_dpbusd_epi32(p[j % kChains], w.p[j], _mm512_load_si512(xr + 64 * j));
     if constexpr (kChains == 2) return _mm512_add_epi32(p[0], p[1]);
     return p[0];
   }
   static void PackX(const int8_t* q, const float* d, uint8_t* rec) {
     __m512i part[8];
     QStepXParts(q, part);
-    const __m512i k128 = _mm512_set1_epi8(static_cast<char>(0x80));  // x + 128 as a byte: x ^ 0x80
-    for (size_t j = 0; j < 8; ++j) _mm512_store_si512(rec + 64 * j, _mm512_xor_si512(part[j], k128));
+    const __m512i k128 = _mm512_set1_epi8(static_cast<char>(0x80));  // 128 as the unsigned operand
+    __m512i xs = _mm512_setzero_si512();                             // 128·Σ x over each lane's block
+    for (size_t j = 0; j < 8; ++j) {
+      _mm512_store_si512(rec + 64 * j, part[j]);
+      xs = _mm512_dpbusd_epi32(xs, k128, part[j]);
+    }
+    _mm512_store_si512(rec + kXSideAt, _mm512_sub_epi32(_mm512_setzero_si512(), xs));
     _mm512_store_ps(rec + kDxAt, _mm512_loadu_ps(d));
   }
 #elif LFMVOX_QUANT_INTRINSICS
