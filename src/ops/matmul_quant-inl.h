@@ -570,6 +570,19 @@ HWY_INLINE size_t QPrefetchTiles(size_t tile_bytes) {
   if (R > kQStreamRows || tile_bytes == 0) return 1;
   return std::max<size_t>(1, (kQPrefetchBytes + tile_bytes - 1) / tile_bytes);
 }
+// A tile's prefetch stream over a later tile's NR rows (QPrefetchTiles<R> ahead), Next() called
+// `issues` times a W row (at every step, half step or block), each time its share of the lines.
+template <size_t R, size_t NR>
+struct QStream {
+  QStream(const uint8_t* w, size_t rb, size_t issues)
+      : pf(w + QPrefetchTiles<R>(NR * rb) * NR * rb),
+        lines(issues == 0 ? 0 : (rb + 64 * issues - 1) / (64 * issues)) {}
+  HWY_INLINE void Next() {
+    for (size_t q = 0; q < lines; ++q, pf += 64) hwy::Prefetch(pf);
+  }
+  const uint8_t* pf;
+  size_t lines;
+};
 
 // The tail of a kSteps16 row (its blocks % 16 blocks, after `steps` steps) into a tile's accumulators.
 template <size_t R, size_t NR, class Fmt>
@@ -616,8 +629,7 @@ HWY_NOINLINE void QTileSteps16(const QuantArgs& a, size_t i, size_t j, const uin
   // them by the tile's end: QPrefetchTiles<R> ahead (below). The 8-row tiles on AVX3_DL prefetch each
   // row's next step in the next tile (the stream there cost 20–30 % of m ≥ 64 on Zen 5).
   constexpr bool kStream = kH == 2 || R <= kQStreamRows;
-  const uint8_t* pf = w + QPrefetchTiles<R>(NR * rb) * NR * rb;
-  const size_t pf_lines = all == 0 ? 0 : (rb + 64 * all * kH - 1) / (64 * all * kH);
+  QStream<R, NR> stream(w, rb, all * kH);
   for (size_t p = p0; p < steps; ++p) {
     // W row outer, X row inner: one decoded step and its d_w live; each X
     // row's record parts come from L1 as memory operands.
@@ -627,7 +639,7 @@ HWY_NOINLINE void QTileSteps16(const QuantArgs& a, size_t i, size_t j, const uin
       HWY_UNROLL(8)
       for (size_t c = 0; c < NR; ++c) {
         if constexpr (kStream) {
-          for (size_t q = 0; q < pf_lines; ++q, pf += 64) hwy::Prefetch(pf);
+          stream.Next();
         } else {
           const uint8_t* next = w + (c + NR) * rb;
           for (size_t o = 0; o < kC; o += 64) hwy::Prefetch(next + at + o);
@@ -679,15 +691,14 @@ HWY_NOINLINE void QTileStepsParts(const QuantArgs& a, size_t i, size_t j, const 
     for (size_t c = 0; c < NR; ++c) _mm512_store_ps(accm[r][c], QStepZero());
   }
   const size_t steps = a.blocks / 16;
-  const uint8_t* pf = w + QPrefetchTiles<R>(NR * rb) * NR * rb;  // the stream of QTileSteps16
-  const size_t pf_lines = steps == 0 ? 0 : (rb + 64 * steps - 1) / (64 * steps);
+  QStream<R, NR> stream(w, rb, steps);  // as QTileSteps16's
   for (size_t p = 0; p < steps; ++p) {
     const size_t at = Steps16CodesAt(p, steps, kC), scales = Steps16ScalesAt(p, steps, kC);
     const uint8_t* xp = x + kXB * p;
     QStepI s[R][NR];
     HWY_UNROLL(8)
     for (size_t c = 0; c < NR; ++c) {
-      for (size_t q = 0; q < pf_lines; ++q, pf += 64) hwy::Prefetch(pf);
+      stream.Next();
       const auto ws = Fmt::StepWSide(w + c * rb + at);
       HWY_UNROLL(8)
       for (size_t r = 0; r < R; ++r) s[r][c] = Fmt::PartsStart(xp + r * ldx, ws);
@@ -792,12 +803,11 @@ HWY_NOINLINE void QTileBlockSteps(const QuantArgs& a, size_t i, size_t j, const 
     HWY_UNROLL(8)
     for (size_t c = 0; c < NR; ++c) acc[r][c] = QZero();
   }
-  const uint8_t* pf = w + QPrefetchTiles<R>(NR * rb) * NR * rb;
-  const size_t pf_lines = (rb + 64 * a.blocks - 1) / (64 * a.blocks);
+  QStream<R, NR> stream(w, rb, a.blocks);
   for (size_t b = 0; b < a.blocks; ++b) {
     HWY_UNROLL(8)
     for (size_t c = 0; c < NR; ++c) {
-      for (size_t q = 0; q < pf_lines; ++q, pf += 64) hwy::Prefetch(pf);
+      stream.Next();
       const typename Fmt::Step step = Fmt::DecodeBlock(w + c * rb + b * kBB);
       HWY_UNROLL(8)
       for (size_t r = 0; r < R; ++r) acc[r][c] = Fmt::BlockAcc(step, x + r * a.ldx + kXB * b, acc[r][c]);
