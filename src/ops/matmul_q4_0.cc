@@ -65,7 +65,6 @@ struct Q4_0Blocks {
     for (size_t j = 0; j < 4; ++j) c[j] = QLoadTail16Codes(tail, j, n, 0);
     return Split(c);
   }
-  static int WSide(const Step& /*w*/) { return 0; }
   // QTileStepsParts (matmul_quant-inl.h): code register j's low nibbles are part j, its high ones
   // part 4 + j; a row's sum starts from X's correction.
   static constexpr size_t kRawRegs = 4;
@@ -73,12 +72,10 @@ struct Q4_0Blocks {
     const __m512i m4 = _mm512_set1_epi8(0x0f);
     return _mm512_and_si512(h == 0 ? raw : _mm512_srli_epi16(raw, 4), m4);
   }
-  static int StepWSide(const uint8_t* /*codes*/) { return 0; }
-  static __m512i PartsStart(const uint8_t* xr, int /*ws*/) { return _mm512_load_si512(xr + kXSideAt); }
   static __m512i PartDot(__m512i sum, __m512i w, __m512i x) { return _mm512_dpbusd_epi32(sum, w, x); }
   // kChains (1 or 2) dependency chains of vpdpbusd (matmul_quant-inl.h, QStepAcc).
   template <size_t kChains = 1>
-  static QStepI DotStep(const Step& q, int /*ws*/, const uint8_t* xr) {
+  static QStepI DotStep(const Step& q, const uint8_t* xr) {
     __m512i p[kChains];
     p[0] = _mm512_load_si512(xr + kXSideAt);
     if constexpr (kChains == 2) p[1] = _mm512_setzero_si512();
@@ -88,16 +85,7 @@ struct Q4_0Blocks {
     return p[0];
   }
   static void PackX(const int8_t* q, const float* d, uint8_t* rec) {
-    __m512i part[8];
-    QStepXParts(q, part);
-    const __m512i eight = _mm512_set1_epi8(8);
-    __m512i xs = _mm512_setzero_si512();  // 8·Σ x over each lane's block
-    for (size_t r = 0; r < 8; ++r) {
-      _mm512_store_si512(rec + 64 * r, part[r]);
-      xs = _mm512_dpbusd_epi32(xs, eight, part[r]);
-    }
-    _mm512_store_si512(rec + kXSideAt, _mm512_sub_epi32(_mm512_setzero_si512(), xs));
-    _mm512_store_ps(rec + kDxAt, _mm512_loadu_ps(d));
+    QPackXCorrected<8, kXSideAt, kDxAt>(q, d, rec);
   }
 #elif LFMVOX_QUANT_INTRINSICS
   // Eight blocks a step on 256-bit vectors, read from WeightLayout::kSteps16 (half h of its 16-block
@@ -134,8 +122,7 @@ struct Q4_0Blocks {
     for (size_t j = 0; j < 4; ++j) c[j] = QLoadTail16Codes(tail, j, n, h);
     return Split(c);
   }
-  static int WSide(const Step& /*w*/) { return 0; }
-  static QStepI DotStep(const Step& q, int /*ws*/, const uint8_t* xr) {
+  static QStepI DotStep(const Step& q, const uint8_t* xr) {
     auto x = [xr](size_t r) { return _mm256_load_si256(reinterpret_cast<const __m256i*>(xr + 32 * r)); };
     __m256i p0 = _mm256_sub_epi16(_mm256_maddubs_epi16(q.p[0], x(0)), x(8));
     __m256i p1 = _mm256_maddubs_epi16(q.p[1], x(1));

@@ -59,17 +59,14 @@ struct Q8_0Blocks {
     for (size_t j = 0; j < 8; ++j) s.p[j] = Unsigned(QLoadTail16Codes(tail, j, n, 0));
     return s;
   }
-  static int WSide(const Step& /*w*/) { return 0; }
   // QTileStepsParts (matmul_quant-inl.h): code register j is part j; a row's sum starts from X's
   // correction.
   static constexpr size_t kRawRegs = 8;
   static __m512i PartOf(__m512i raw, size_t /*h*/) { return Unsigned(raw); }
-  static int StepWSide(const uint8_t* /*codes*/) { return 0; }
-  static __m512i PartsStart(const uint8_t* xr, int /*ws*/) { return _mm512_load_si512(xr + kXSideAt); }
   static __m512i PartDot(__m512i sum, __m512i w, __m512i x) { return _mm512_dpbusd_epi32(sum, w, x); }
   // kChains (1 or 2) dependency chains of vpdpbusd (matmul_quant-inl.h, QStepAcc).
   template <size_t kChains = 1>
-  static QStepI DotStep(const Step& w, int /*ws*/, const uint8_t* xr) {
+  static QStepI DotStep(const Step& w, const uint8_t* xr) {
     __m512i p[kChains];
     p[0] = _mm512_load_si512(xr + kXSideAt);
     if constexpr (kChains == 2) p[1] = _mm512_setzero_si512();
@@ -79,16 +76,7 @@ struct Q8_0Blocks {
     return p[0];
   }
   static void PackX(const int8_t* q, const float* d, uint8_t* rec) {
-    __m512i part[8];
-    QStepXParts(q, part);
-    const __m512i k128 = _mm512_set1_epi8(static_cast<char>(0x80));  // 128 as the unsigned operand
-    __m512i xs = _mm512_setzero_si512();                             // 128·Σ x over each lane's block
-    for (size_t j = 0; j < 8; ++j) {
-      _mm512_store_si512(rec + 64 * j, part[j]);
-      xs = _mm512_dpbusd_epi32(xs, k128, part[j]);
-    }
-    _mm512_store_si512(rec + kXSideAt, _mm512_sub_epi32(_mm512_setzero_si512(), xs));
-    _mm512_store_ps(rec + kDxAt, _mm512_loadu_ps(d));
+    QPackXCorrected<128, kXSideAt, kDxAt>(q, d, rec);
   }
 #elif LFMVOX_QUANT_INTRINSICS
   // Eight blocks a step on 256-bit vectors, read from WeightLayout::kSteps16 (half h of its 16-block
@@ -114,8 +102,7 @@ struct Q8_0Blocks {
     for (size_t j = 0; j < 8; ++j) s.w[j] = QLoadTail16Codes(tail, j, n, h);
     return s;
   }
-  static int WSide(const Step& /*w*/) { return 0; }
-  static QStepI DotStep(const Step& w, int /*ws*/, const uint8_t* xr) {
+  static QStepI DotStep(const Step& w, const uint8_t* xr) {
     const __m256i one = _mm256_set1_epi16(1);
     auto dot = [&](size_t j) {
       const __m256i x = _mm256_load_si256(reinterpret_cast<const __m256i*>(xr + 32 * j));

@@ -336,10 +336,7 @@ HWY_NOINLINE void QTile(const QuantArgs& a, size_t i, size_t j, const uint8_t* H
 //       tail blocks, lanes past n 0;
 //   on AVX3_DL also DecodeStep(blk) / DecodeTail(blk, n): the same registers
 //       gathered from the file's layout (blk: block b's start);
-//   WSide(step): a W-only term of the step, computed once per decoded step
-//       and shared by the tile's X rows (Q8_0 on AVX3_DL: −128·Σ w; int 0
-//       where there is none);
-//   QStepI DotStep(step, ws, xrec): S int32 lanes, lane l block l's sum, exact;
+//   QStepI DotStep(step, xrec): S int32 lanes, lane l block l's sum, exact;
 //   PackX(q, d, rec): the X record of a step from its S groups (q: 32·S int8
 //       in element order, d: their f32 scales; zeros past a row's end):
 //       the parts, the X-side correction if the decoder has one, and at kDxAt
@@ -468,6 +465,21 @@ HWY_INLINE void QStepXParts(const int8_t* q, __m512i part[8]) {
       _mm512_setr_epi32(0, 32, 64, 96, 128, 160, 192, 224, 256, 288, 320, 352, 384, 416, 448, 480);
   for (size_t r = 0; r < 8; ++r) part[r] = _mm512_i32gather_epi32(at, q + 4 * r, 1);
 }
+// X's record for a decoder whose codes meet X as q + kOffset (unsigned): the parts, at kXSideAt the
+// correction −kOffset·Σ x (16 int32, lane l: block l), at kDxAt d_x (16 floats).
+template <uint8_t kOffset, size_t kXSideAt, size_t kDxAt>
+HWY_INLINE void QPackXCorrected(const int8_t* q, const float* d, uint8_t* rec) {
+  __m512i part[8];
+  QStepXParts(q, part);
+  const __m512i o = _mm512_set1_epi8(static_cast<char>(kOffset));
+  __m512i xs = _mm512_setzero_si512();  // kOffset·Σ x over each lane's block
+  for (size_t r = 0; r < 8; ++r) {
+    _mm512_store_si512(rec + 64 * r, part[r]);
+    xs = _mm512_dpbusd_epi32(xs, o, part[r]);
+  }
+  _mm512_store_si512(rec + kXSideAt, _mm512_sub_epi32(_mm512_setzero_si512(), xs));
+  _mm512_store_ps(rec + kDxAt, _mm512_loadu_ps(d));
+}
 #else
 // X's 8 groups at q (32 int8 each) in the order of the 256-bit steps, at rec: part r (32 bytes at 32·r)
 // holds in lane l group l's values [4r, 4r + 4). (Once per row and step, not per W row.)
@@ -514,17 +526,16 @@ HWY_INLINE void QStepSums(const QStepF* a, float* out) {
 }
 #endif
 
-// ws: the decoder's W-side term of the step (WSide), shared by the X rows.
-template <class Fmt, size_t R, class WS>
-HWY_INLINE QStepF QStepAcc(const typename Fmt::Step& codes, WS ws, QStepF dw, const uint8_t* xr, QStepF acc) {
+template <class Fmt, size_t R>
+HWY_INLINE QStepF QStepAcc(const typename Fmt::Step& codes, QStepF dw, const uint8_t* xr, QStepF acc) {
 #if LFMVOX_QUANT_VNNI
   // Tiles of 1 or 2 X rows (decode) have few products in flight: there a step's eight vpdpbusd run as two
   // chains of four, added once (exact in int32, so the same sums): Q4_0 backbone tg64 at 1 thread 2.5 %
   // faster than one chain of eight (three interleaved rounds; 2 threads the same).
-  return QStepMulAdd(Fmt::template DotStep<(R <= 2 ? 2 : 1)>(codes, ws, xr),
+  return QStepMulAdd(Fmt::template DotStep<(R <= 2 ? 2 : 1)>(codes, xr),
                      QStepMul(dw, QStepLoadF(xr + Fmt::kDxAt)), acc);
 #else
-  return QStepMulAdd(Fmt::DotStep(codes, ws, xr), QStepMul(dw, QStepLoadF(xr + Fmt::kDxAt)), acc);
+  return QStepMulAdd(Fmt::DotStep(codes, xr), QStepMul(dw, QStepLoadF(xr + Fmt::kDxAt)), acc);
 #endif
 }
 
@@ -596,11 +607,10 @@ HWY_INLINE void QTail16(const QuantArgs& a, const uint8_t* HWY_RESTRICT x, const
     for (size_t c = 0; c < NR; ++c) {
       const uint8_t* row = w + c * a.w_row_bytes;
       const typename Fmt::Step codes = Fmt::LoadTail16(row + steps * (kC + 32), n, h);
-      const auto ws = Fmt::WSide(codes);
       const QStepF dw = QLoadTail16Scales(row + Steps16TailScalesAt(steps, kC, n, kC / 16), n, h);
       HWY_UNROLL(8)
       for (size_t r = 0; r < R; ++r)
-        acc[r][c] = QStepAcc<Fmt, R>(codes, ws, dw, x + r * a.ldx + kXB * (kH * steps + h), acc[r][c]);
+        acc[r][c] = QStepAcc<Fmt, R>(codes, dw, x + r * a.ldx + kXB * (kH * steps + h), acc[r][c]);
     }
   }
 }
@@ -647,11 +657,10 @@ HWY_NOINLINE void QTileSteps16(const QuantArgs& a, size_t i, size_t j, const uin
         }
         const uint8_t* row = w + c * rb;
         const typename Fmt::Step codes = Fmt::LoadStep16(row + at, h);
-        const auto ws = Fmt::WSide(codes);
         const QStepF dw = QLoadStep16Scales(row + scales, h);
         HWY_UNROLL(8)
         for (size_t r = 0; r < R; ++r)
-          acc[r][c] = QStepAcc<Fmt, R>(codes, ws, dw, x + r * a.ldx + kXB * (kH * p + h), acc[r][c]);
+          acc[r][c] = QStepAcc<Fmt, R>(codes, dw, x + r * a.ldx + kXB * (kH * p + h), acc[r][c]);
       }
     }
   }
@@ -676,8 +685,8 @@ HWY_NOINLINE void QTileSteps16(const QuantArgs& a, size_t i, size_t j, const uin
 // registers left), once a step. The same operations per output as QTileSteps16 (the int32 sums
 // exact in any order, then one conversion, one multiply of the scales and one FMA a step, the tail
 // by QTail16), so the same bits. A decoder has kRawRegs (code registers a step: Q4_0 4, each two
-// parts by its nibbles; Q8_0 8), PartOf(raw, h), StepWSide(codes), PartsStart(x record, ws) (an
-// output's sum before the products: X's correction or W's term) and PartDot(sum, w part, x part).
+// parts by its nibbles; Q8_0 8), PartOf(raw, h) and PartDot(sum, w part, x part); an output's sum
+// starts from X's correction (kXSideAt in X's record).
 // Measured: see QPartsTile.
 template <size_t R, size_t NR, class Fmt>
 HWY_NOINLINE void QTileStepsParts(const QuantArgs& a, size_t i, size_t j, const uint8_t* HWY_RESTRICT w) {
@@ -699,9 +708,8 @@ HWY_NOINLINE void QTileStepsParts(const QuantArgs& a, size_t i, size_t j, const 
     HWY_UNROLL(8)
     for (size_t c = 0; c < NR; ++c) {
       stream.Next();
-      const auto ws = Fmt::StepWSide(w + c * rb + at);
       HWY_UNROLL(8)
-      for (size_t r = 0; r < R; ++r) s[r][c] = Fmt::PartsStart(xp + r * ldx, ws);
+      for (size_t r = 0; r < R; ++r) s[r][c] = _mm512_load_si512(xp + r * ldx + Fmt::kXSideAt);
     }
     HWY_UNROLL(8)
     for (size_t jr = 0; jr < kRaw; ++jr) {
@@ -764,11 +772,10 @@ HWY_NOINLINE void QTileStepsBlocks(const QuantArgs& a, size_t i, size_t j, const
     for (size_t c = 0; c < NR; ++c) {
       const uint8_t* blk = w + c * rb + p * kSB;
       const typename Fmt::Step codes = Fmt::DecodeStep(blk);
-      const auto ws = Fmt::WSide(codes);
       const QStepF dw = QLoadStepScales<Fmt::kBlockBytes>(blk);
       HWY_UNROLL(8)
       for (size_t r = 0; r < R; ++r)
-        acc[r][c] = QStepAcc<Fmt, R>(codes, ws, dw, x + r * a.ldx + kXB * p, acc[r][c]);
+        acc[r][c] = QStepAcc<Fmt, R>(codes, dw, x + r * a.ldx + kXB * p, acc[r][c]);
     }
   }
   if (const size_t n = a.blocks % kS; n != 0) {
@@ -777,10 +784,9 @@ HWY_NOINLINE void QTileStepsBlocks(const QuantArgs& a, size_t i, size_t j, const
       const uint8_t* blk = w + c * rb + steps * kSB;
       const typename Fmt::Step codes = Fmt::DecodeTail(blk, n);
       const QStepF dw = QLoadStepScales<Fmt::kBlockBytes>(blk, n);
-      const auto ws = Fmt::WSide(codes);
       HWY_UNROLL(8)
       for (size_t r = 0; r < R; ++r)
-        acc[r][c] = QStepAcc<Fmt, R>(codes, ws, dw, x + r * a.ldx + kXB * steps, acc[r][c]);
+        acc[r][c] = QStepAcc<Fmt, R>(codes, dw, x + r * a.ldx + kXB * steps, acc[r][c]);
     }
   }
   QStoreSteps<R, NR>(a, i, j, acc);
