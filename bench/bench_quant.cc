@@ -3,10 +3,14 @@
 // [8192×2048] (FFN up), [2048×8192] (FFN down) and [65536×2048] (the tied
 // output head), at m = 1 (decode), 6, 64 and 256, on 1 and 2 threads.
 //
-// Weights are cold: enough copies (≥ 96 MiB, three times the 32 MiB L3) are
-// cycled that every call streams W from DRAM. The floor is a streaming read
-// measured here with the same thread count (each thread summing its share of
-// a 256 MiB buffer); at small m MatMul should read W at close to it.
+// Weights are cold: enough copies (≥ 512 MiB) are cycled that every call
+// streams W from DRAM. 96 MiB (three times a 32 MiB L3) was not enough on a
+// Zen 5 VM whose reads slow down gradually up to ~256 MiB working sets (a
+// host-side cache: one core read 41 GB/s over 32 MiB, 33 over 64, 28 over
+// 128, 22-24 over 256-512), so "cold" rates came out up to twice the floor.
+// The floor is bench::MeasureReadBandwidth with the same thread count (the
+// one every backbone benchmark uses: 1 GiB, vector loads, best of three);
+// at small m MatMul should read W at close to it.
 //
 // One JSON line per configuration: "format", "n", "k", "m", "threads",
 // "us" (fastest call) and "us_median", "gb_s" (weight bytes / fastest call),
@@ -44,7 +48,7 @@
 namespace lfmvox {
 namespace {
 
-constexpr size_t kColdBytes = size_t{96} << 20;
+constexpr size_t kColdBytes = size_t{512} << 20;
 
 struct XorShift {
   uint64_t s = 0x9E3779B97F4A7C15ull;
@@ -59,35 +63,6 @@ struct XorShift {
            static_cast<float>(1 << 23);
   }
 };
-
-// Streaming-read bandwidth of `team`: each thread sums its share of a buffer
-// far larger than the caches; the best of several passes, in GB/s.
-double MeasureReadGBs(ThreadTeam& team) {
-  const size_t bytes = size_t{256} << 20;
-  AlignedBuffer<uint64_t> buf(bytes / 8);
-  for (size_t i = 0; i < buf.size(); ++i) buf[i] = i;
-  std::vector<uint64_t> sums(64 * 8);
-  double best = 0.0;
-  for (int pass = 0; pass < 5; ++pass) {
-    const double t0 = bench::Now();
-    team.ParallelFor(buf.size(), 4096, [&](size_t i0, size_t i1) {
-      uint64_t a = 0, b = 0, c = 0, d = 0;
-      const uint64_t* p = buf.data();
-      for (size_t i = i0; i + 4 <= i1; i += 4) {
-        a += p[i];
-        b += p[i + 1];
-        c += p[i + 2];
-        d += p[i + 3];
-      }
-      sums[(i0 / 4096) % 64 * 8] += a + b + c + d;  // keeps the loads alive
-    });
-    best = std::max(best, static_cast<double>(bytes) / (bench::Now() - t0) * 1e-9);
-  }
-  uint64_t total = 0;
-  for (uint64_t s : sums) total += s;
-  if (total == 42) std::printf(" ");
-  return best;
-}
 
 struct Case {
   size_t n, k;  // W [n, k]
@@ -201,7 +176,7 @@ int Main(int argc, char** argv) {
   };
   for (int threads : thread_counts) {
     ThreadTeam team(threads);
-    const double floor_gbs = MeasureReadGBs(team);
+    const double floor_gbs = bench::MeasureReadBandwidth(team) * 1e-9;
     std::printf("{\"read_floor_gb_s\":%.2f,\"threads\":%d}\n", floor_gbs, threads);
     if (hot) {
       for (size_t m : ms) {
