@@ -8,7 +8,9 @@
 // (tools/lfm3_checkpoint_gen.h: the oracle's names, config.json and value recipe; gates on layers 0 and 2,
 // sandwich norms everywhere) to a temp folder, once. One JSON line per configuration: "bench":"lfm3_depth",
 // "format", "threads", "cpu", "frame_ms" (median per frame: a call's time / batch), plus min, p90 and CPU
-// time per frame, the call's time, the weights one call reads and the rate they imply.
+// time per frame, the call's time, the weights one call reads and the rate they imply, and the
+// bandwidth floor: "read_gb_s" (bench::MeasureReadBandwidth, the same threads), "floor_ms" (a call's
+// weight reads at that rate, per frame) and "floor_fraction" (floor ÷ measured).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -114,6 +116,7 @@ int main(int argc, char** argv) {
     for (const std::string& ts : thread_list) {
       const int threads = std::max(1, std::atoi(ts.c_str()));
       ThreadTeam team(threads);
+      const double read_gbs = bench::MeasureReadBandwidth(team) * 1e-9;
       Result<Lfm3DepthScratch> scratch = Lfm3DepthScratch::Create(m, static_cast<size_t>(batch), threads);
       if (!scratch.ok()) return Fail(scratch.status());
       scratch->set_all_rows(all_rows);
@@ -146,13 +149,16 @@ int main(int argc, char** argv) {
       const double med = ms[ms.size() / 2], p90 = ms[ms.size() * 9 / 10], min = ms.front();
       // Per frame: a call decodes one frame of each of the batch's streams.
       const double per = 1.0 / batch;
+      // The bandwidth floor of one call: its weight reads (every pass's) at the rate measured above.
+      const double floor_ms = bytes / (read_gbs * 1e9) * 1e3;
       std::printf(
           "{\"bench\":\"lfm3_depth\",\"format\":\"%s\",\"threads\":%d,\"batch\":%d,\"all_rows\":%d,"
           "\"cpu\":\"%s\",\"frame_ms\":%.3f,\"min_ms\":%.3f,\"p90_ms\":%.3f,\"cpu_ms\":%.3f,\"call_ms\":%.3f,"
-          "\"frames\":%d,\"weight_mb\":%.1f,\"weight_gb_per_s\":%.2f,\"load_avg\":%.2f}\n",
+          "\"frames\":%d,\"weight_mb\":%.1f,\"weight_gb_per_s\":%.2f,\"read_gb_s\":%.2f,\"floor_ms\":%.3f,"
+          "\"floor_fraction\":%.3f,\"load_avg\":%.2f}\n",
           format.c_str(), threads, batch, all_rows ? 1 : 0, bench::CpuModel().c_str(), med * per, min * per,
           p90 * per, cpu[cpu.size() / 2] * per, med, frames, bytes / 1e6, bytes / (med * 1e-3) / 1e9,
-          bench::LoadAverage());
+          read_gbs, floor_ms * per, floor_ms / med, bench::LoadAverage());
       std::fflush(stdout);
     }
   }

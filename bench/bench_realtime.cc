@@ -8,7 +8,9 @@
 //   - rtf: from response.create to response.done ÷ the seconds of audio received,
 //   - rtf_speaking: from the first audio delta to response.done ÷ the audio after the first delta (what
 //     a listener waits on once the answer speaks; ≤ 1 means playback never starves),
-// and the aggregate audio seconds received per wall second over all N streams.
+// and the aggregate audio seconds received per wall second over all N streams, with the read rate
+// (bench::MeasureReadBandwidth, the server's threads, "read_gb_s") taken while the server idles before
+// each N: this minute's floor, since the machine's memory rate moves more than most changes.
 //   bench_realtime [--model DIR] [--sessions 1,2,4,8] [--threads 2] [--max-new 48] [--json]
 // DIR is a Hugging Face snapshot or a GGUF release; without it a random real-size LFM2.5-Audio checkpoint
 // is written once to /tmp/lfmvox_bench_real. --json prints one line per (N, stream) and one per N.
@@ -180,6 +182,13 @@ int main(int argc, char** argv) {
   const std::string format = bench::ModelFormat(dir), cpu = bench::CpuModel();
   const double bytes_per_s = 2.0 * 24000;
   for (size_t n : counts) {
+    // This minute's read rate with the server's thread count, taken while the server is idle: the
+    // machine's memory rate moves more than most changes, so each result carries its own.
+    double read_gbs = 0;
+    {
+      ThreadTeam team(threads);
+      read_gbs = bench::MeasureReadBandwidth(team) * 1e-9;
+    }
     std::vector<Stream> streams(n);
     std::atomic<double> go{1e300};
     std::vector<std::thread> clients;
@@ -220,11 +229,14 @@ int main(int argc, char** argv) {
       std::printf(
           "{\"bench\":\"realtime\",\"format\":\"%s\",\"threads\":%d,\"sessions\":%zu,\"cpu\":\"%s\",\"load\":"
           "%.2f,"
-          "\"audio_s\":%.3f,\"wall_s\":%.3f,\"audio_s_per_s\":%.3f}\n",
-          format.c_str(), threads, n, cpu.c_str(), bench::LoadAverage(), audio_s, last - first, aggregate);
+          "\"audio_s\":%.3f,\"wall_s\":%.3f,\"audio_s_per_s\":%.3f,\"read_gb_s\":%.2f}\n",
+          format.c_str(), threads, n, cpu.c_str(), bench::LoadAverage(), audio_s, last - first, aggregate,
+          read_gbs);
     } else {
-      std::printf("N=%zu: %.2f s of audio in %.2f s, %.3f audio seconds per second (%s, %d threads, %s)\n", n,
-                  audio_s, last - first, aggregate, format.c_str(), threads, cpu.c_str());
+      std::printf(
+          "N=%zu: %.2f s of audio in %.2f s, %.3f audio seconds per second (%s, %d threads, %s; read %.1f "
+          "GB/s)\n",
+          n, audio_s, last - first, aggregate, format.c_str(), threads, cpu.c_str(), read_gbs);
     }
   }
   (*server)->Stop();

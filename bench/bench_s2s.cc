@@ -10,8 +10,9 @@
 //   bench_s2s [--model DIR] [--threads 1,2] [--max-new N] [--json]
 // DIR is a Hugging Face snapshot or a GGUF release (folder or one of its
 // files). --json prints one line per configuration: {"bench":"s2s"|"tts",
-// "format","threads","cpu","rtf","first_audio_s",...}; first_audio_s for s2s
-// counts from the end of the question (its encoding included).
+// "format","threads","cpu","rtf","first_audio_s",...,"read_gb_s"}; first_audio_s for s2s
+// counts from the end of the question (its encoding included); read_gb_s is the read rate
+// (bench::MeasureReadBandwidth, the same threads) taken just before, this minute's floor.
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -70,6 +71,12 @@ int main(int argc, char** argv) {
   }
   for (const std::string& tok : bench::SplitList(threads_arg)) {
     const int threads = std::max(1, std::atoi(tok.c_str()));
+    // This minute's read rate with these threads (the machine's memory rate moves more than most changes).
+    double read_gbs = 0;
+    {
+      ThreadTeam team(threads);
+      read_gbs = bench::MeasureReadBandwidth(team) * 1e-9;
+    }
     ConversationOptions co;
     co.threads = threads;
     co.context = 2048;
@@ -137,16 +144,17 @@ int main(int argc, char** argv) {
           "{\"bench\":\"s2s\",\"format\":\"%s\",\"threads\":%d,\"cpu\":\"%s\",\"rtf\":%.3f,"
           "\"rtf_speaking\":%.3f,\"first_audio_s\":%.3f,\"question_encode_s\":%.3f,\"encoder_rtf\":%.4f,"
           "\"text_tokens\":%d,"
-          "\"audio_frames\":%d,\"audio_s\":%.2f,\"loadavg\":%.2f}\n",
+          "\"audio_frames\":%d,\"audio_s\":%.2f,\"read_gb_s\":%.2f,\"loadavg\":%.2f}\n",
           format.c_str(), threads, bench::CpuModel().c_str(), rtf, rtf_speaking, first_audio_s,
-          question_encode, encode / 10.0, r->text_tokens, r->audio_frames, audio_s, bench::LoadAverage());
+          question_encode, encode / 10.0, r->text_tokens, r->audio_frames, audio_s, read_gbs,
+          bench::LoadAverage());
     } else {
       std::printf(
           "threads %d: encoder 10 s clip in %.3f s (RTF %.3f) | question 4.9 s encoded in %.3f s, prefill + "
           "first item %.2f s | first audio sample %.2f s after the question | answer: %d text + %d frames, "
-          "%.2f s of speech in %.2f s (RTF %.2f; %.2f once speaking)\n",
+          "%.2f s of speech in %.2f s (RTF %.2f; %.2f once speaking); read %.1f GB/s\n",
           threads, encode, encode / 10.0, question_encode, first_item - t0, first_audio_s, r->text_tokens,
-          r->audio_frames, audio_s, total, rtf, rtf_speaking);
+          r->audio_frames, audio_s, total, rtf, rtf_speaking, read_gbs);
     }
     // TTS: one sentence, sequential generation, sampled audio.
     c.Reset();
