@@ -6,8 +6,9 @@
 // Weights are cold: enough copies (≥ 512 MiB) are cycled that every call
 // streams W from DRAM. 96 MiB (three times a 32 MiB L3) was not enough on a
 // Zen 5 VM whose reads slow down gradually up to ~256 MiB working sets (a
-// host-side cache: one core read 41 GB/s over 32 MiB, 33 over 64, 28 over
-// 128, 22-24 over 256-512), so "cold" rates came out up to twice the floor.
+// cache the guest does not see: one core read 41 GB/s over 32 MiB, 33 over
+// 64, 28 over 128, 22-24 over 256-512), so "cold" rates came out up to twice
+// the floor.
 // The floor is bench::MeasureReadBandwidth with the same thread count (the
 // one every backbone benchmark uses: 1 GiB, vector loads, best of three);
 // at small m MatMul should read W at close to it.
