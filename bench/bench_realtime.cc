@@ -184,11 +184,7 @@ int main(int argc, char** argv) {
   for (size_t n : counts) {
     // This minute's read rate with the server's thread count, taken while the server is idle: the
     // machine's memory rate moves more than most changes, so each result carries its own.
-    double read_gbs = 0;
-    {
-      ThreadTeam team(threads);
-      read_gbs = bench::MeasureReadBandwidth(team) * 1e-9;
-    }
+    const double read_gbs = bench::MeasureReadGBs(threads);
     std::vector<Stream> streams(n);
     std::atomic<double> go{1e300};
     std::vector<std::thread> clients;

@@ -72,11 +72,7 @@ int main(int argc, char** argv) {
   for (const std::string& tok : bench::SplitList(threads_arg)) {
     const int threads = std::max(1, std::atoi(tok.c_str()));
     // This minute's read rate with these threads (the machine's memory rate moves more than most changes).
-    double read_gbs = 0;
-    {
-      ThreadTeam team(threads);
-      read_gbs = bench::MeasureReadBandwidth(team) * 1e-9;
-    }
+    const double read_gbs = bench::MeasureReadGBs(threads);
     ConversationOptions co;
     co.threads = threads;
     co.context = 2048;

@@ -106,4 +106,11 @@ inline double MeasureReadBandwidth(ThreadTeam& team) {
   return best;
 }
 
+// The same with a team of `threads` made for the measurement, in GB/s: for benchmarks whose engine
+// owns its own team (a Conversation, the server).
+inline double MeasureReadGBs(int threads) {
+  ThreadTeam team(threads);
+  return MeasureReadBandwidth(team) * 1e-9;
+}
+
 }  // namespace lfmvox::bench
