@@ -223,8 +223,13 @@ constexpr size_t kQMR = 4;
 // serves twice as many rows: m ≥ 8 runs 8×2 tiles, m = 4 4×4. Decode (m = 1)
 // runs 1×2: with 16-block steps, 1×4 read W from DRAM ~6 % slower (Q4_0
 // backbone tg64, 1 thread: 18.3 against 19.5–19.7 tok/s, three rounds
-// interleaved), 1×1, 1×3, 1×6 and 1×8 were no better than 1×2.
-constexpr size_t kQNrForRVnni[] = {0, 2, 4, 4, 4, 3, 2, 2, 2};
+// interleaved), 1×1, 1×3, 1×6 and 1×8 were no better than 1×2. m = 5 runs 5×2: 5×3 (QTileStepsParts)
+// kept part of its 30 sums and accumulators on the stack, and stores in the loop cost it both the hot rate
+// and the overlap of reading W with computing (Zen 5, 1 thread, best of interleaved rounds: hot Q4_0 /
+// Q8_0 358–409 / 307–312 → 414–490 / 328–413 GFLOP/s; cold [65536×2048] Q4_0 12.1 → 14.3 GB/s, Q8_0
+// 13.0–14.8 → 15.7–16.3). 4×2 instead of 4×4 (no stack either, X loaded twice as often) was slower hot
+// (438–487 → 366–456) and no faster cold; 3×2 no better than 3×4.
+constexpr size_t kQNrForRVnni[] = {0, 2, 4, 4, 4, 2, 2, 2, 2};
 constexpr size_t kQMRVnni = 8;
 // The 256-bit steps of the 32-blocks (AVX2/AVX3: eight blocks a step, one a
 // lane) decode a step into 8 of the 16 registers: m = 1 runs 1×4 (each step
