@@ -55,11 +55,12 @@ namespace HWY_NAMESPACE {
 
 // Tile shapes: R·NR accumulators, NR widened weight vectors and one X vector
 // live in registers (16 or 32 of them).
-// With R < kMR (small m) NR grows: R = 1 gets 8 independent FMA chains to
-// hide the FMA latency.
+// With R < kMR (small m) NR grows, for independent FMA chains that hide the FMA
+// latency: R = 1 gets 8 on AVX2, 2 on AVX-512 (kDecodeStream).
 #if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
-// R = 7 and 8 only in the X-tile-major sweep below (kWideMR).
-constexpr size_t kNrForR[] = {0, 8, 8, 6, 4, 4, 4, 3, 3};
+// R = 7 and 8 only in the X-tile-major sweep below (kWideMR). R = 1 (decode) runs 1 × 2 with the
+// linear prefetch stream (kDecodeStream).
+constexpr size_t kNrForR[] = {0, 2, 8, 6, 4, 4, 4, 3, 3};
 #else
 constexpr size_t kNrForR[] = {0, 8, 4, 3, 2, 2, 2};
 #endif
@@ -78,6 +79,38 @@ constexpr size_t kXBlockBytes = 256 * 1024;
 // m = 6: [2304x512] 300 → 250, [512x2304] 320 → 250, [8192x2048] 4600 → 3650;
 // m = 1: [2304x512] 265 → 230, [512x2304] 150 → 130, [8192x2048] 2200 → 2150;
 // the detokenizer frame (m = 6) 9.4 → 7.3 ms. Two tiles ahead was slower.
+
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+// Decode (R = 1) on AVX-512: W is read once, straight from DRAM, and the tile's prefetch is one linear
+// stream of addresses a fixed distance (kDecodePrefetchBytes, rounded up to whole tiles) ahead of the
+// tile being read, a line whenever the tile has read another line's worth, as the block formats'
+// decode tiles do (QStream in matmul_quant-inl.h). With the next tile's rows prefetched at the same
+// offsets instead, a 1 × 8 tile keeps 16 streams open at once, which Zen 4 reads at two thirds of its
+// one-stream rate. Zen 4 (EPYC, AVX3_DL), standalone loop, cold F16 W, m = 1, 1 thread, best GB/s of
+// four interleaved rounds at k = 2048 / 1024 (one linear read loop: 32): 1 × 8 next tile 18.2 / 14.0,
+// 1 × 8 no prefetch 20.5 / 13.4, 1 × 2 with the stream 8 KiB ahead 25.8 / 29.1, 16 KiB 26.4 / 27.2,
+// 1 × 1 (one FMA chain, latency-bound) 26.5 / 29.1.
+// The stream's lines go to L1 while X's row fits beside them (kDecodeL1XBytes), else to L2, and the
+// tile is then 1 × 8, each X vector loaded for 8 FMAs: at k = 4096 and 8192 W's lines arriving in L1
+// evicted X's (1 × 2 with the stream to L1 15.2 / 13.7 GB/s, to L2 27.2 / 26.5, the same loop; at k =
+// 2048 L1 28.5, L2 25.0). bench_quant [2048×8192] F16, three interleaved rounds: 1 × 2 to L2 23.4–27.1,
+// 1 × 8 to L2 25.7–27.8 GB/s.
+constexpr bool kDecodeStream = true;
+constexpr size_t kDecodePrefetchBytes = 8192;
+constexpr size_t kDecodeL1XBytes = 8192;
+HWY_INLINE void DecodePrefetch(const uint8_t* p, bool to_l1) {
+  if (to_l1) {
+    _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0);
+  } else {
+    _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T1);
+  }
+}
+#else
+constexpr bool kDecodeStream = false;
+constexpr size_t kDecodePrefetchBytes = 0;
+constexpr size_t kDecodeL1XBytes = 0;
+HWY_INLINE void DecodePrefetch(const uint8_t*, bool) {}
+#endif
 
 // An X vector feeds NR FMAs. Left alone, GCC folds its load into every one
 // of them as a memory operand, and with 2 vector loads per cycle (Zen 3) the
@@ -178,15 +211,27 @@ HWY_NOINLINE void Tile(const MatMulArgs& a, size_t i, size_t j) {
     HWY_UNROLL(8)
     for (size_t c = 0; c < NR; ++c) acc[r][c] = hn::Zero(df);
   }
+  constexpr bool kStream = kDecodeStream && R == 1;
+  // The stream (kDecodeStream): `pf` the next line to prefetch, `due` where the stream should be.
+  const size_t tile_bytes = NR * rb;  // 0 when k = 0
+  const size_t ahead =
+      kStream && tile_bytes != 0 ? (kDecodePrefetchBytes + tile_bytes - 1) / tile_bytes * tile_bytes : 0;
+  const uint8_t* pf = w + ahead;
+  const bool x_in_l1 = k * sizeof(float) <= kDecodeL1XBytes;
+  const uint8_t* due = pf;
   size_t q = 0;
   for (; q + N <= k; q += N) {
     // Whether this step starts another 64-byte line of each W row.
     const size_t at = Fmt::BytesBefore(q);
-    const bool new_line = (at & 63) < Fmt::BytesBefore(q + N) - at;
+    const size_t step_bytes = Fmt::BytesBefore(q + N) - at;
+    const bool new_line = (at & 63) < step_bytes;
+    if constexpr (kStream) {
+      for (due += NR * step_bytes; pf < due; pf += 64) DecodePrefetch(pf, x_in_l1);
+    }
     VF wv[NR];
     HWY_UNROLL(8)
     for (size_t c = 0; c < NR; ++c) {
-      if (new_line) hwy::Prefetch(w + (c + NR) * rb + at);
+      if (!kStream && new_line) hwy::Prefetch(w + (c + NR) * rb + at);
       wv[c] = Fmt::Load(df, w + c * rb, q);
     }
     HWY_UNROLL(8)
@@ -243,6 +288,9 @@ void Sweep(const MatMulArgs& a, size_t i0, size_t i1, size_t j0, size_t j1) {
 template <class Fmt, size_t R = 1>
 HWY_INLINE void SweepSmallM(const MatMulArgs& a, size_t m, size_t j0, size_t j1) {
   if constexpr (R < kMR) {
+    if constexpr (R == 1 && kDecodeStream) {
+      if (m == 1 && a.k * sizeof(float) > kDecodeL1XBytes) return Sweep<8, 1, 1, Fmt>(a, 0, m, j0, j1);
+    }
     if (m == R) return Sweep<kNrForR[R], R, R, Fmt>(a, 0, m, j0, j1);
     SweepSmallM<Fmt, R + 1>(a, m, j0, j1);
   }
