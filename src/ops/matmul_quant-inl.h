@@ -586,16 +586,19 @@ HWY_INLINE size_t QPrefetchTiles(size_t tile_bytes) {
   if (R > kQStreamRows || tile_bytes == 0) return 1;
   return std::max<size_t>(1, (kQPrefetchBytes + tile_bytes - 1) / tile_bytes);
 }
-// One line of the stream. Decode (R = 1) on AVX-512 prefetches to L2 (prefetcht1), so that W's lines do
-// not push X's record out of L1 (Zen 4 has 32 KiB) before the next W row pair reads it again. Zen 4
-// (EPYC, AVX3_DL), cold W, m = 1, 1 thread, GB/s (bench_quant, two rounds against the L1 hint): Q8_0
-// [2048×8192] 15.2–16.5 → 20.5–21.1, [65536×2048] 13.4–13.5 → 18.6–19.2, [8192×2048] 19.0–19.2 →
-// 19.1–19.9; Q4_0 within the spread. The m > 1 tiles keep prefetcht0 (on Zen 5 the L2 hint made four
-// batched conversations slower).
+// One line of the stream. On AVX-512 the streaming tiles (R ≤ kQStreamRows) prefetch to L2
+// (prefetcht1), so that W's lines do not push X's records out of L1 (Zen 4 has 32 KiB) before the next
+// W rows read them again. Zen 4 (EPYC, AVX3_DL), cold W, 1 thread, GB/s (bench_quant, rounds against
+// the L1 hint): m = 1 Q8_0 [2048×8192] 15.2–16.5 → 20.5–21.1, [65536×2048] 13.4–13.5 → 18.6–19.2,
+// [8192×2048] 19.0–19.2 → 19.1–19.9, Q4_0 within the spread; m = 4 Q4_0 / Q8_0 [8192×2048] 9.9–10.7 /
+// 9.8–9.9 → 22.1 / 23.7–24.5, [65536×2048] 9.3–9.4 / 9.3–9.7 → 21.2–21.6 / 20.5–23.2; Q4_0 [8192×2048]
+// m = 2 23.3 → 27.4, m = 3 16.7 → 25.8, m = 6 11.6 → 12.6. Four realtime conversations (bench_realtime
+// --sessions 4 --max-new 200, Q4_0, 2 threads): 2.90 → 4.17–4.42 audio s/s. Zen 5, where every hint
+// fills L1, was not re-measured (an L2 hint for four batched conversations was no faster there).
 template <size_t R>
 HWY_INLINE void QStreamPrefetch(const uint8_t* p) {
 #if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
-  if constexpr (R == 1) {
+  if constexpr (R <= kQStreamRows) {
     _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T1);
     return;
   }
