@@ -12,7 +12,9 @@
 // files). --json prints one line per configuration: {"bench":"s2s"|"tts",
 // "format","threads","cpu","rtf","first_audio_s",...,"read_gb_s"}; first_audio_s for s2s
 // counts from the end of the question (its encoding included); read_gb_s is the read rate
-// (bench::MeasureReadBandwidth, the same threads) taken just before, this minute's floor.
+// (bench::MeasureReadBandwidth, the same threads) taken just before, this minute's floor; the
+// engine's stage clocks (StageTimings) of the answer: "prefill_s", "step_ms" (per backbone step, the
+// text head included where it ran), "depth_ms" and "detokenizer_ms" (per audio frame).
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -27,6 +29,11 @@
 
 using namespace lfmvox;
 using bench::Now;
+
+namespace {
+// A stage clock (StageTimings) per step or frame.
+double PerCount(double ms, int count) { return count > 0 ? ms / count : NAN; }
+}  // namespace
 
 int main(int argc, char** argv) {
   std::string dir, threads_arg = "1,2";
@@ -135,22 +142,29 @@ int main(int argc, char** argv) {
     const double spoken_after_first = static_cast<double>(samples - first_samples) / (*model)->sample_rate();
     const double rtf_speaking = spoken_after_first > 0 ? (t_end - first_audio) / spoken_after_first : NAN;
     const double first_audio_s = samples ? question_encode + (first_audio - t0) : NAN;
+    const StageTimings& st = r->timings;
     if (json) {
       std::printf(
           "{\"bench\":\"s2s\",\"format\":\"%s\",\"threads\":%d,\"cpu\":\"%s\",\"rtf\":%.3f,"
           "\"rtf_speaking\":%.3f,\"first_audio_s\":%.3f,\"question_encode_s\":%.3f,\"encoder_rtf\":%.4f,"
           "\"text_tokens\":%d,"
-          "\"audio_frames\":%d,\"audio_s\":%.2f,\"read_gb_s\":%.2f,\"loadavg\":%.2f}\n",
+          "\"audio_frames\":%d,\"audio_s\":%.2f,\"prefill_s\":%.3f,\"step_ms\":%.2f,\"depth_ms\":%.2f,"
+          "\"detokenizer_ms\":%.2f,\"read_gb_s\":%.2f,\"loadavg\":%.2f}\n",
           format.c_str(), threads, bench::CpuModel().c_str(), rtf, rtf_speaking, first_audio_s,
-          question_encode, encode / 10.0, r->text_tokens, r->audio_frames, audio_s, read_gbs,
-          bench::LoadAverage());
+          question_encode, encode / 10.0, r->text_tokens, r->audio_frames, audio_s, st.prefill_ms * 1e-3,
+          PerCount(st.backbone_step_ms, st.backbone_steps), PerCount(st.depth_ms, st.depth_frames),
+          PerCount(st.detokenizer_ms, st.depth_frames), read_gbs, bench::LoadAverage());
     } else {
       std::printf(
           "threads %d: encoder 10 s clip in %.3f s (RTF %.3f) | question 4.9 s encoded in %.3f s, prefill + "
           "first item %.2f s | first audio sample %.2f s after the question | answer: %d text + %d frames, "
-          "%.2f s of speech in %.2f s (RTF %.2f; %.2f once speaking); read %.1f GB/s\n",
+          "%.2f s of speech in %.2f s (RTF %.2f; %.2f once speaking); read %.1f GB/s; prefill %.3f s, per "
+          "step "
+          "%.2f ms, per frame: depth head %.2f ms, detokenizer %.2f ms\n",
           threads, encode, encode / 10.0, question_encode, first_item - t0, first_audio_s, r->text_tokens,
-          r->audio_frames, audio_s, total, rtf, rtf_speaking, read_gbs);
+          r->audio_frames, audio_s, total, rtf, rtf_speaking, read_gbs, st.prefill_ms * 1e-3,
+          PerCount(st.backbone_step_ms, st.backbone_steps), PerCount(st.depth_ms, st.depth_frames),
+          PerCount(st.detokenizer_ms, st.depth_frames));
     }
     // TTS: one sentence, sequential generation, sampled audio.
     c.Reset();
@@ -182,16 +196,24 @@ int main(int argc, char** argv) {
     }
     const double tts_audio = static_cast<double>(tts_samples) / (*model)->sample_rate();
     const double tts_rtf = tts_audio > 0 ? tts_total / tts_audio : NAN;
+    const StageTimings& tt = tr->timings;
     if (json) {
       std::printf(
           "{\"bench\":\"tts\",\"format\":\"%s\",\"threads\":%d,\"cpu\":\"%s\",\"rtf\":%.3f,"
-          "\"first_audio_s\":%.3f,\"audio_frames\":%d,\"audio_s\":%.2f,\"loadavg\":%.2f}\n",
+          "\"first_audio_s\":%.3f,\"audio_frames\":%d,\"audio_s\":%.2f,\"step_ms\":%.2f,\"depth_ms\":%.2f,"
+          "\"detokenizer_ms\":%.2f,\"loadavg\":%.2f}\n",
           format.c_str(), threads, bench::CpuModel().c_str(), tts_rtf, tts_samples ? tts_first - t0 : NAN,
-          tr->audio_frames, tts_audio, bench::LoadAverage());
+          tr->audio_frames, tts_audio, PerCount(tt.backbone_step_ms, tt.backbone_steps),
+          PerCount(tt.depth_ms, tt.depth_frames), PerCount(tt.detokenizer_ms, tt.depth_frames),
+          bench::LoadAverage());
     } else {
       std::printf(
-          "threads %d: TTS %d frames, %.2f s of speech in %.2f s (RTF %.2f), first audio after %.2f s\n",
-          threads, tr->audio_frames, tts_audio, tts_total, tts_rtf, tts_samples ? tts_first - t0 : NAN);
+          "threads %d: TTS %d frames, %.2f s of speech in %.2f s (RTF %.2f), first audio after %.2f s; per "
+          "frame: "
+          "backbone step %.2f ms, depth head %.2f ms, detokenizer %.2f ms\n",
+          threads, tr->audio_frames, tts_audio, tts_total, tts_rtf, tts_samples ? tts_first - t0 : NAN,
+          PerCount(tt.backbone_step_ms, tt.backbone_steps), PerCount(tt.depth_ms, tt.depth_frames),
+          PerCount(tt.detokenizer_ms, tt.depth_frames));
     }
     std::fflush(stdout);
   }
