@@ -34,6 +34,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "ops/matmul_kernels.h"
 #include "ops/ops.h"
 #include "ops/simd-inl.h"
 #include "threading/thread_team.h"
@@ -100,9 +101,9 @@ constexpr size_t kDecodePrefetchBytes = 8192;
 constexpr size_t kDecodeL1XBytes = 8192;
 HWY_INLINE void DecodePrefetch(const uint8_t* p, bool to_l1) {
   if (to_l1) {
-    _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0);
+    hwy::Prefetch(p);
   } else {
-    _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T1);
+    PrefetchL2(p);
   }
 }
 #else
@@ -197,6 +198,20 @@ struct MatMulArgs {
   size_t ldy;
 };
 
+// Y[i .. i+R, j .. j+NR) = the lane sums of a tile's accumulators (+ bias).
+template <size_t R, size_t NR>
+HWY_INLINE void StoreTile(const MatMulArgs& a, size_t i, size_t j, const VF (&acc)[R][NR]) {
+  float sums[R * NR];
+  SumsOf<R * NR>(DF(), &acc[0][0], sums);
+  for (size_t r = 0; r < R; ++r) {
+    for (size_t c = 0; c < NR; ++c) {
+      float s = sums[r * NR + c];
+      if (a.bias != nullptr) s += a.bias[j + c];
+      a.y[(i + r) * a.ldy + j + c] = s;
+    }
+  }
+}
+
 // Y[i .. i+R, j .. j+NR) from X rows [i, i + R) and W rows [j, j + NR).
 template <size_t R, size_t NR, class Fmt>
 HWY_NOINLINE void Tile(const MatMulArgs& a, size_t i, size_t j) {
@@ -249,15 +264,7 @@ HWY_NOINLINE void Tile(const MatMulArgs& a, size_t i, size_t j) {
       for (size_t c = 0; c < NR; ++c) acc[r][c] = hn::MulAdd(xv, wv[c], acc[r][c]);
     }
   }
-  float sums[R * NR];
-  SumsOf<R * NR>(df, &acc[0][0], sums);
-  for (size_t r = 0; r < R; ++r) {
-    for (size_t c = 0; c < NR; ++c) {
-      float s = sums[r * NR + c];
-      if (a.bias != nullptr) s += a.bias[j + c];
-      a.y[(i + r) * a.ldy + j + c] = s;
-    }
-  }
+  StoreTile<R, NR>(a, i, j, acc);
 }
 
 // Tile<rows, NR> for a run-time rows in [R, MaxR] (only those are compiled).
@@ -283,6 +290,127 @@ void Sweep(const MatMulArgs& a, size_t i0, size_t i1, size_t j0, size_t j1) {
     for (size_t i = i0; i < i1; i += kRows) TileRows<1, MinR, MaxR, Fmt>(a, std::min(kRows, i1 - i), i, j);
   }
 }
+
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+// A widening format (bf16, f16: Fmt::kWidens) against many X rows with long W rows (k > kWideMaxK):
+// Sweep's 6 × 4 tile widens each W vector once per X tile on the FMA ports (a shuffle and a shift for
+// bf16, a conversion for f16) and loads 6 X vectors from L2 per 24 FMAs. Here each tile of kSpanNR W
+// rows is widened once, kWidenSpan columns at a time, into the thread's scratch (exact f32: the values
+// Fmt::Load gives, zeros past k as Fmt::LoadTail), and 4 × 6 tiles (4 X vectors per 24 FMAs) run every
+// X tile of the block over that span of f32 rows in L1, their accumulators kept in the scratch between
+// spans. Each accumulator sees the same MulAdds in the same order as in Tile: the same bits.
+// Measured (Emerald Rapids Xeon, 1 thread, cold F16 W, GFLOP/s, interleaved runs on a noisy host):
+// [256×2048]·[8192×2048]ᵀ 86–93 → 99–116, [256×8192]·[2048×8192]ᵀ 107–110 → 128–138 (with the
+// 32-row blocks; 110–115 with kXBlockBytes' 8), bf16 [64×2816]·[1024×2816]ᵀ 105 → 112; m = 12–24
+// level; `bench_backbone` F16 pp256 +6.6 % at 1 thread (8 pairs, every one faster), +11 % at 2 (6).
+// Spans of 256 columns were slower, as were whole rows (k = 2048: W and X then miss L1).
+constexpr size_t kWidenSpan = 512;  // columns, a multiple of Lanes(DF)
+constexpr size_t kSpanMR = 4, kSpanNR = 6;
+// X blocks of at least this many rows, however long (a widened W tile serves 8 X tiles): at k = 8192
+// the 256 KiB of kXBlockBytes are 8 rows, whose W tiles were widened for 2 X tiles each.
+constexpr size_t kSpanMinRows = 32;
+
+// One X tile of R rows against the kSpanNR widened rows w (stride kWidenSpan) over columns [q0, q1);
+// q1 is k in the last span, whose partial vector (W zero padded in w) takes X's zero-padded tail.
+// `first`: start from zero, else from `carry`; `last`: write Y (+ bias) at columns [j, j + kSpanNR),
+// else save the accumulators to `carry`.
+template <size_t R>
+HWY_NOINLINE void TileSpan(const MatMulArgs& a, size_t i, size_t j, const float* HWY_RESTRICT w, size_t q0,
+                           size_t q1, float* HWY_RESTRICT carry, bool first, bool last) {
+  constexpr size_t NR = kSpanNR;
+  const DF df;
+  const size_t N = hn::Lanes(df), ldx = a.ldx;
+  const float* HWY_RESTRICT x = a.x + i * ldx;
+  VF acc[R][NR];
+  HWY_UNROLL(8)
+  for (size_t r = 0; r < R; ++r) {
+    HWY_UNROLL(8)
+    for (size_t c = 0; c < NR; ++c) acc[r][c] = first ? hn::Zero(df) : hn::Load(df, carry + (r * NR + c) * N);
+  }
+  size_t q = q0;
+  for (; q + N <= q1; q += N) {
+    VF wv[NR];
+    HWY_UNROLL(8)
+    for (size_t c = 0; c < NR; ++c) wv[c] = hn::Load(df, w + c * kWidenSpan + (q - q0));
+    HWY_UNROLL(8)
+    for (size_t r = 0; r < R; ++r) {
+      const VF xv = InRegister(hn::LoadU(df, x + r * ldx + q));
+      HWY_UNROLL(8)
+      for (size_t c = 0; c < NR; ++c) acc[r][c] = hn::MulAdd(xv, wv[c], acc[r][c]);
+    }
+  }
+  if (q < q1) {  // k's zero-padded tail
+    for (size_t r = 0; r < R; ++r) {
+      const VF xv = LoadTail(df, x + r * ldx + q, q1 - q);
+      for (size_t c = 0; c < NR; ++c) {
+        acc[r][c] = hn::MulAdd(xv, hn::Load(df, w + c * kWidenSpan + (q - q0)), acc[r][c]);
+      }
+    }
+  }
+  if (!last) {
+    HWY_UNROLL(8)
+    for (size_t r = 0; r < R; ++r) {
+      HWY_UNROLL(8)
+      for (size_t c = 0; c < NR; ++c) hn::Store(acc[r][c], df, carry + (r * NR + c) * N);
+    }
+    return;
+  }
+  StoreTile<R, NR>(a, i, j, acc);
+}
+
+// TileSpan<rows> for a run-time rows in [R, kSpanMR].
+template <size_t R = 1>
+HWY_INLINE void TileSpanRows(size_t rows, const MatMulArgs& a, size_t i, size_t j, const float* w, size_t q0,
+                             size_t q1, float* carry, bool first, bool last) {
+  if constexpr (R <= kSpanMR) {
+    if (rows == R) return TileSpan<R>(a, i, j, w, q0, q1, carry, first, last);
+    TileSpanRows<R + 1>(rows, a, i, j, w, q0, q1, carry, first, last);
+  }
+}
+
+template <class Fmt>
+void SweepWidened(const MatMulArgs& a, size_t i0, size_t i1, size_t j0, size_t j1) {
+  const DF df;
+  const size_t N = hn::Lanes(df), k = a.k, tiles = (i1 - i0 + kSpanMR - 1) / kSpanMR;
+  internal::QuantScratch& scratch = internal::ThreadQuantScratch();
+  float* w = reinterpret_cast<float*>(scratch.ReserveW(kSpanNR * kWidenSpan * sizeof(float)));
+  float* carry =
+      reinterpret_cast<float*>(scratch.ReserveCarry(tiles * kSpanMR * kSpanNR * N * sizeof(float)));
+  size_t j = j0;
+  for (; j + kSpanNR <= j1; j += kSpanNR) {
+    for (size_t q0 = 0; q0 < k; q0 += kWidenSpan) {
+      const size_t q1 = std::min(k, q0 + kWidenSpan);
+      for (size_t c = 0; c < kSpanNR; ++c) {
+        const uint8_t* row = a.w + (j + c) * a.w_row_bytes;
+        float* out = w + c * kWidenSpan;
+        size_t q = q0;
+        for (; q + N <= q1; q += N) hn::Store(Fmt::Load(df, row, q), df, out + (q - q0));
+        if (q < q1) hn::Store(Fmt::LoadTail(df, row, q, q1 - q), df, out + (q - q0));
+      }
+      // The next span's W rows (the next tile's first span after the last) stream into L2 while this
+      // one computes, one row before every tiles / kSpanNR X tiles: in one burst after the widening,
+      // the prefetches (into L1 then) stalled on the fill buffers, 10 % of the samples.
+      const size_t jn = q1 < k ? j : j + kSpanNR, qn = q1 < k ? q1 : 0;
+      const size_t from = Fmt::BytesBefore(qn), to = Fmt::BytesBefore(qn + kWidenSpan);
+      size_t fetched = jn + kSpanNR <= j1 ? 0 : kSpanNR;  // rows of the next span prefetched
+      auto fetch_until = [&](size_t rows) {
+        for (; fetched < rows; ++fetched) {
+          const uint8_t* row = a.w + (jn + fetched) * a.w_row_bytes;
+          for (size_t b = from; b < to; b += 64) PrefetchL2(row + b);
+        }
+      };
+      for (size_t t = 0; t < tiles; ++t) {
+        fetch_until(std::min(kSpanNR, t * kSpanNR / tiles + 1));
+        const size_t i = i0 + t * kSpanMR;
+        TileSpanRows(std::min(kSpanMR, i1 - i), a, i, j, w, q0, q1, carry + t * kSpanMR * kSpanNR * N,
+                     q0 == 0, q1 == k);
+      }
+      fetch_until(kSpanNR);
+    }
+  }
+  if (j < j1) Sweep<1, 1, kMR, Fmt>(a, i0, i1, j, j1);
+}
+#endif
 
 // m = R rows in one tile, with the NR that suits R, for a run-time m in [R, kMR).
 template <class Fmt, size_t R = 1>
@@ -330,8 +458,18 @@ void MatMulColumns(const MatMulArgs& a, size_t m, size_t j0, size_t j1) {
 #if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
   if (m >= kWideMR<Fmt> && a.k <= kWideMaxK) return SweepXTiles<Fmt>(a, m, j0, j1);
 #endif
-  const size_t rows_in_l2 = kXBlockBytes / (std::max<size_t>(a.k, 1) * sizeof(float));
-  const size_t block = std::max(kMR, rows_in_l2 / kMR * kMR);
+  const size_t row_bytes = std::max<size_t>(a.k, 1) * sizeof(float);
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+  if (Fmt::kWidens && m >= 2 * kMR) {
+    // Blocks of equal height (whole tiles), none over kXBlockBytes of X where the rows allow.
+    const size_t most = std::max(kSpanMinRows, kXBlockBytes / row_bytes / kSpanMR * kSpanMR);
+    const size_t blocks = (m + most - 1) / most;
+    const size_t block = ((m + blocks - 1) / blocks + kSpanMR - 1) / kSpanMR * kSpanMR;
+    for (size_t i0 = 0; i0 < m; i0 += block) SweepWidened<Fmt>(a, i0, std::min(m, i0 + block), j0, j1);
+    return;
+  }
+#endif
+  const size_t block = std::max(kMR, kXBlockBytes / row_bytes / kMR * kMR);
   for (size_t i0 = 0; i0 < m; i0 += block)
     Sweep<kNrForR[kMR], 1, kMR, Fmt>(a, i0, std::min(m, i0 + block), j0, j1);
 }

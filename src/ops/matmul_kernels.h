@@ -43,12 +43,14 @@ bool ReadsSteps16Q6_K();
 // shrunk, so that steady-state MatMul calls do not allocate.
 struct QuantScratch {
   AlignedBuffer<uint8_t> x;
-  AlignedBuffer<uint8_t> w;  // W rows unpacked for a target that does not read their layout
+  AlignedBuffer<uint8_t> w;  // W rows unpacked for a target that does not read their layout, or widened to
+                             // f32 (matmul-inl.h: SweepWidened)
   uint8_t* Reserve(size_t bytes) {
     if (x.size() < bytes) x.Reset(bytes);
     return x.data();
   }
-  AlignedBuffer<uint8_t> carry;  // a W block's tile accumulators between chunks of steps
+  AlignedBuffer<uint8_t> carry;  // a W block's tile accumulators between chunks of steps (SweepWidened's
+                                 // between spans)
   uint8_t* ReserveW(size_t bytes) {
     if (w.size() < bytes) w.Reset(bytes);
     return w.data();

@@ -599,7 +599,7 @@ template <size_t R>
 HWY_INLINE void QStreamPrefetch(const uint8_t* p) {
 #if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
   if constexpr (R <= kQStreamRows) {
-    _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T1);
+    PrefetchL2(p);
     return;
   }
 #endif
