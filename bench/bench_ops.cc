@@ -15,7 +15,8 @@
 // "small" runs only the small-m cold cases on one thread (m = 1..8, the
 // detokenizer's shapes), for tuning the small-m kernel; "hot" the cache-resident
 // cases on one thread (the codec's shapes and a 1024 one, bf16 and f32), for
-// tuning the compute-bound tiles.
+// tuning the compute-bound tiles; "tiles" the LFM3 depth decoder's shapes at
+// m = 4, 12 and 24, BF16 as stored against WeightLayout::kTiles (AMX), hot and cold, 1 and 2 threads.
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -27,6 +28,7 @@
 #include "base/aligned.h"
 #include "ops/ops.h"
 #include "tensor/dtype.h"
+#include "tensor/quant.h"
 #include "threading/thread_team.h"
 
 namespace lfmvox {
@@ -53,7 +55,8 @@ struct Case {
   size_t n, k;  // W [n, k]
 };
 
-void RunCase(ThreadTeam& team, DType dtype, Case c, size_t m, bool cold, double min_seconds) {
+void RunCase(ThreadTeam& team, DType dtype, Case c, size_t m, bool cold, double min_seconds,
+             bool tiles = false) {
   const size_t elem = DTypeSize(dtype);
   WeightFormat format = WeightFormat::kF32;
   WeightFormatForDType(dtype, &format);  // F32 or BF16 here
@@ -72,9 +75,16 @@ void RunCase(ThreadTeam& team, DType dtype, Case c, size_t m, bool cold, double 
   AlignedBuffer<float> y(m * c.n);  // [m, n]
   for (size_t i = 0; i < m * c.k; ++i) x[i] = rng.Next();
 
+  // tiles: each copy repacked into WeightLayout::kTiles (AMX; the same values).
+  const size_t t_bytes = tiles ? TilesLayoutBytes(c.n, c.k) : 0;
+  AlignedBuffer<uint8_t> tmem(copies * t_bytes);
+  std::vector<ops::Weight> views;
+  for (size_t i = 0; i < copies; ++i) {
+    const auto w = ops::Weight::Dense(format, wmem.data() + i * w_bytes, c.n, c.k, c.k);
+    views.push_back(tiles ? RepackTiles(w, tmem.data() + i * t_bytes) : w);
+  }
   auto call = [&](size_t i) {
-    const auto w = ops::Weight::Dense(format, wmem.data() + (i % copies) * w_bytes, c.n, c.k, c.k);
-    ops::MatMul(x.data(), m, c.k, w, nullptr, y.data(), c.n, team);
+    ops::MatMul(x.data(), m, c.k, views[i % copies], nullptr, y.data(), c.n, team);
   };
   for (size_t i = 0; i < copies; ++i) call(i);  // warm up: page in, spin up the team
 
@@ -96,10 +106,11 @@ void RunCase(ThreadTeam& team, DType dtype, Case c, size_t m, bool cold, double 
   const double gflops = 2.0 * static_cast<double>(m * c.n * c.k) / best * 1e-9;
   const int threads = team.size();
   std::printf(
-      "%-4s %5zux%-5zu m=%-3zu thr=%d %-4s best %8.1f us (median %8.1f) %6.2f GB/s (%4.0f%% of DRAM) "
+      "%-5s %5zux%-5zu m=%-3zu thr=%d %-4s best %8.1f us (median %8.1f) %6.2f GB/s (%4.0f%% of DRAM) "
       "%6.2f GFLOP/s (%3.0f%% of FMA)\n",
-      DTypeName(dtype), c.n, c.k, m, threads, cold ? "cold" : "hot", best * 1e6, median * 1e6, gbs,
-      100.0 * gbs / kDramGBs[threads], gflops, 100.0 * gflops / (kFmaGflopsPerCore * threads));
+      tiles ? "BF16T" : DTypeName(dtype), c.n, c.k, m, threads, cold ? "cold" : "hot", best * 1e6,
+      median * 1e6, gbs, 100.0 * gbs / kDramGBs[threads], gflops,
+      100.0 * gflops / (kFmaGflopsPerCore * threads));
   std::fflush(stdout);
 }
 
@@ -120,6 +131,23 @@ int Main(int argc, char** argv) {
       for (size_t m : {1, 6, 64}) RunCase(team, DType::kBF16, c, m, /*cold=*/false, min_seconds);
     }
     for (size_t m : {1, 6, 64}) RunCase(team, DType::kF32, cases[0], m, /*cold=*/false, min_seconds);
+    return 0;
+  }
+  if (argc > 2 && std::string_view(argv[2]) == "tiles") {
+    // The LFM3 depth decoder's matrices (width 1024, FFN 2816, 8 KV heads of 32) at its pass's rows: the
+    // stored BF16 layout against kTiles (AMX where ops::PrefersTilesLayout, else the same kernel).
+    std::printf("kTiles preferred for BF16 here: %s\n",
+                ops::PrefersTilesLayout(WeightFormat::kBF16) ? "yes" : "no");
+    for (int threads : {1, 2}) {
+      ThreadTeam team(threads);
+      for (const Case& c : {Case{1024, 1024}, Case{256, 1024}, Case{2816, 1024}, Case{1024, 2816}}) {
+        for (size_t m : {4, 12, 24}) {
+          for (bool cold : {false, true}) {
+            for (bool tiles : {false, true}) RunCase(team, DType::kBF16, c, m, cold, min_seconds, tiles);
+          }
+        }
+      }
+    }
     return 0;
   }
   for (int threads : {1, 2}) {

@@ -142,6 +142,19 @@ Result<ops::Weight> ConvertMatrix(const ops::Weight& w, WeightFormat f,
   return out;
 }
 
+Result<ops::Weight> ForManyRows(const Checkpoint& ckpt, const ops::Weight& w) {
+  if (w.layout != WeightLayout::kBlocks || !ops::PrefersTilesLayout(w.format) || w.rows == 0 || w.cols == 0)
+    return w;
+  const ops::Weight src = w;
+  LFM_ASSIGN_OR_RETURN(const uint8_t* p,
+                       ckpt.Derived(StrFormat("%p|%zu|%zu|%zu|tiles", w.data, w.rows, w.cols, w.row_bytes),
+                                    TilesLayoutBytes(w.rows, w.cols), [&](uint8_t* dst) {
+                                      RepackTiles(src, dst);
+                                      ckpt.ReleasePages(src.data, src.bytes());
+                                    }));
+  return TilesView(p, w.rows, w.cols);
+}
+
 std::string SupportedMatrixFormats() {
   std::string s;
   size_t left = 0;

@@ -59,6 +59,14 @@ Status LoadF32(const Checkpoint& ckpt, const std::string& name, const Shape& sha
 Result<ops::Weight> ConvertMatrix(const ops::Weight& w, WeightFormat f,
                                   std::vector<std::vector<uint8_t>>* arena);
 
+// `w` in the layout this CPU's MatMul multiplies fastest when every call has
+// many X rows (WeightLayout::kTiles for BF16 where ops::PrefersTilesLayout:
+// AMX; ops.h states its arithmetic, f32-accurate but not the stored layout's
+// bits), made once and kept by `ckpt` (Checkpoint::Derived; the file's pages
+// of the original released), or `w` itself where no such layout pays. For
+// weights no decode step reads one row at a time.
+Result<ops::Weight> ForManyRows(const Checkpoint& ckpt, const ops::Weight& w);
+
 // acc[cols] += row `row` of a table loaded by LoadMatrix (embedding lookups
 // that are summed: audio frames, fused codebooks); ops::AccumulateRow.
 void AccumulateRow(const ops::Weight& table, size_t row, float* acc);

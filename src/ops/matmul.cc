@@ -6,9 +6,11 @@
 #include <algorithm>
 #include <cmath>
 #include <iterator>
+#include <vector>
 
 #include "ops/matmul_kernels.h"
 #include "ops/ops.h"
+#include "tensor/quant.h"
 
 namespace lfmvox::ops {
 
@@ -63,10 +65,18 @@ bool PrefersSteps16Layout(WeightFormat f) {
 
 void MatMul(const float* x, size_t m, size_t ldx, const Weight& w, const float* bias, float* y, size_t ldy,
             ThreadTeam& team) {
+  if (w.layout == WeightLayout::kTiles) return internal::MatMulTiles(x, m, ldx, w, bias, y, ldy, team);
   KernelsOrDie(w.format).matmul(x, m, ldx, w, bias, y, ldy, team);
 }
 
 void AccumulateRow(const Weight& table, size_t row, float* acc) {
+  if (table.layout == WeightLayout::kTiles) {
+    // The row gathered from its tiles (the thread's buffer, grown once), then as a one-row BF16 matrix.
+    thread_local std::vector<uint8_t> one;
+    one.resize(std::max(one.size(), FormatRowBytes(table.format, table.cols)));
+    const uint8_t* r = RowAsBlocks(table, row, one.data());
+    return AccumulateRow(Weight::Dense(table.format, r, 1, table.cols, table.cols), 0, acc);
+  }
   KernelsOrDie(table.format).accumulate_row(table, row, acc);
 }
 

@@ -33,6 +33,12 @@ void AccumulateRowQ4_0(const MatrixView& w, size_t row, float* acc);
 void MatMulQ6_K(const float* x, size_t m, size_t ldx, const MatrixView& w, const float* bias, float* y,
                 size_t ldy, ThreadTeam& team);
 void AccumulateRowQ6_K(const MatrixView& w, size_t row, float* acc);
+// BF16 W in WeightLayout::kTiles (matmul_tiles.cc): AMX where granted, else
+// the rows unpacked for MatMulBf16.
+void MatMulTiles(const float* x, size_t m, size_t ldx, const MatrixView& w, const float* bias, float* y,
+                 size_t ldy, ThreadTeam& team);
+// Tests: false makes MatMulTiles and PrefersTilesLayout act as if the CPU had no AMX.
+void SetTilesAmxForTest(bool on);
 // Whether the chosen target's Q8_0 / Q4_0 / Q6_K steps read
 // WeightLayout::kSteps16 directly (matmul_q8_0.cc, matmul_q4_0.cc, matmul_q6_k.cc).
 bool ReadsSteps16Q8_0();

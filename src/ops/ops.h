@@ -66,6 +66,21 @@ void MatMul(const float* x, size_t m, size_t ldx, const Weight& w, const float* 
 // same results for both.
 bool PrefersSteps16Layout(WeightFormat f);
 
+// Whether this CPU multiplies format f faster from WeightLayout::kTiles
+// (tensor/matrix.h; tensor/quant.h RepackTiles) when X has many rows: BF16
+// where the CPU has AMX-BF16 and the OS grants it (asked once per process).
+// MatMul on a kTiles W is another arithmetic contract than on the stored
+// layout: X is split exactly into three bf16 parts (hi + mid + lo = x for
+// |x| ≥ 2^-102; below, the unit flushes what is subnormal) whose products with W are exact,
+// summed in f32 by the unit in its own order: |y − exact| ≤ γ_h·Σ|x·w| with
+// h = 3·32·⌈k/32⌉ + 1, the same for every m, team size and split (a Y element
+// depends only on its X row, W row and bias), but not the bits MatMul gives
+// on the stored layout. Without AMX (or switched off for a test) a kTiles W
+// is unpacked and gives those bits. For weights that always meet many X
+// rows (a bidirectional depth decoder's passes), not for decode, which reads
+// W once per token at the memory's rate either way.
+bool PrefersTilesLayout(WeightFormat f);
+
 // A weight matrix W [rows = n, cols = k] repacked once (at load) for
 // PackedMatMul: column panels of kPackedPanel W rows, each panel k steps of
 // kPackedPanel values (W[16p + c, q] at q·16 + c), the last panel zero padded.

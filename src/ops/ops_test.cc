@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "base/aligned.h"
+#include "ops/matmul_kernels.h"
 #include "ops/ops_test_util.h"
 #include "tensor/dtype.h"
 #include "tensor/quant.h"
@@ -247,6 +248,187 @@ TEST(MatMul, DeterministicAcrossChunkingEveryTarget) {
       }
     }
   });
+}
+
+// ---------------------------------------------------------------------------
+// BF16 W in WeightLayout::kTiles (AMX where the CPU has it, else unpacked).
+
+// A MatMulCase's BF16 W repacked into kTiles (64-byte aligned).
+struct TilesCopy {
+  explicit TilesCopy(const Weight& w)
+      : bytes(TilesLayoutBytes(w.rows, w.cols)), view(RepackTiles(w, bytes.data())) {}
+  AlignedBuffer<uint8_t> bytes;
+  Weight view;
+};
+
+// Runs body(amx) with the AMX kernel on (where this CPU has it) and off.
+template <class F>
+void ForEachTilesKernel(F body) {
+  const bool amx = PrefersTilesLayout(WeightFormat::kBF16);
+  std::printf("[ tiles    ] AMX %s\n",
+              amx ? "on this CPU: both kernels run" : "not on this CPU: unpacked only");
+  for (bool on : {true, false}) {
+    if (on && !amx) continue;
+    internal::SetTilesAmxForTest(on);
+    SCOPED_TRACE(on ? "AMX" : "unpacked");
+    body(on);
+  }
+  internal::SetTilesAmxForTest(true);
+}
+
+// tensor/matrix.h's definition of kTiles, element by element, and the way back.
+TEST(MatMulTiles, LayoutIsItsDefinitionAndRoundTrips) {
+  Rng rng(21);
+  for (const auto& [n, k] :
+       {std::pair<size_t, size_t>{1, 1}, {16, 32}, {17, 33}, {64, 64}, {65, 100}, {130, 31}, {200, 70}}) {
+    MatMulCase c(1, n, k, 0, false, rng);
+    const TilesCopy t(c.W(WeightFormat::kBF16));
+    const size_t kc = (k + 31) / 32, tiles = (n + 15) / 16;
+    ASSERT_EQ(t.bytes.size(), tiles * 16 * kc * 32 * 2);
+    EXPECT_EQ(t.view.layout, WeightLayout::kTiles);
+    const auto* e = reinterpret_cast<const uint16_t*>(t.bytes.data());
+    std::vector<bool> seen(t.bytes.size() / 2, false);
+    for (size_t r = 0; r < n; ++r) {
+      const size_t g = r / 64, tg = std::min<size_t>(4, tiles - 4 * g);
+      for (size_t q = 0; q < k; ++q) {
+        const size_t tile = 4 * kc * g + tg * (q / 32) + r % 64 / 16;
+        const size_t at = tile * 512 + 32 * (q % 32 / 2) + 2 * (r % 16) + q % 2;
+        ASSERT_EQ(e[at], c.w16[r * k + q]) << "n=" << n << " k=" << k << " (" << r << "," << q << ")";
+        seen[at] = true;
+      }
+      std::vector<uint8_t> buf(2 * k);
+      const uint8_t* row = RowAsBlocks(t.view, r, buf.data());
+      ASSERT_EQ(std::memcmp(row, c.w16.p + r * k, 2 * k), 0) << "row " << r;
+    }
+    for (size_t i = 0; i < seen.size(); ++i) ASSERT_TRUE(seen[i] || e[i] == 0) << "padding " << i;
+  }
+}
+
+// Small integers: every part, product and partial sum is exact, so any order gives the reference's bits.
+TEST(MatMulTiles, ExactOnIntegers) {
+  ThreadTeam team1(1), team2(2);
+  ForEachTilesKernel([&](bool) {
+    Rng rng(22);
+    for (size_t k : {1, 31, 32, 33, 100, 1025}) {
+      for (size_t m : {1, 4, 12, 16, 17, 33}) {
+        for (size_t n : {1, 15, 16, 17, 63, 65, 130}) {
+          MatMulCase c(m, n, k, (m + n) % 3, /*integers=*/true, rng);
+          const TilesCopy t(c.W(WeightFormat::kBF16));
+          for (const float* bias :
+               {static_cast<const float*>(nullptr), static_cast<const float*>(c.bias.p)}) {
+            std::vector<float> want(m * n), got(m * n, kNaN);
+            ref::MatMul(c.x.p, m, c.ldx, c.W(WeightFormat::kBF16), bias, want.data(), n);
+            MatMul(c.x.p, m, c.ldx, t.view, bias, got.data(), n, (m + n) % 2 ? team2 : team1);
+            for (size_t i = 0; i < m * n; ++i) {
+              ASSERT_TRUE(SameBits(got[i], want[i])) << "m=" << m << " n=" << n << " k=" << k << " at " << i
+                                                     << ": " << got[i] << " vs " << want[i];
+            }
+          }
+        }
+      }
+    }
+  });
+}
+
+// W rows with one nonzero weight, ±2^e, and X with all 24 bits of its significands: y = bias + x·w
+// exactly in any order, but only if the three parts of x are all there and in the right place.
+TEST(MatMulTiles, ExactOnFullSignificands) {
+  ThreadTeam team(2);
+  ForEachTilesKernel([&](bool) {
+    Rng rng(25);
+    for (const auto& [m, n, k] : {std::array<size_t, 3>{1, 17, 33}, {13, 70, 100}, {20, 64, 1025}}) {
+      MatMulCase c(m, n, k, 1, /*integers=*/false, rng);
+      std::fill(c.w16.begin(), c.w16.end(), uint16_t{0});
+      std::vector<size_t> at(n);
+      for (size_t j = 0; j < n; ++j) {
+        at[j] = rng.Index(k);
+        c.w16[j * k + at[j]] =
+            F32ToBf16(std::ldexp(rng.Index(2) ? 1.0f : -1.0f, static_cast<int>(rng.Index(9)) - 4));
+      }
+      const TilesCopy t(c.W(WeightFormat::kBF16));
+      std::vector<float> got(m * n, kNaN);
+      MatMul(c.x.p, m, c.ldx, t.view, nullptr, got.data(), n, team);
+      for (size_t i = 0; i < m; ++i) {
+        for (size_t j = 0; j < n; ++j) {
+          const float want = c.x[i * c.ldx + at[j]] * Bf16ToF32(c.w16[j * k + at[j]]);
+          ASSERT_TRUE(SameBits(got[i * n + j], want)) << "m=" << m << " (" << i << "," << j << ")";
+        }
+      }
+    }
+  });
+}
+
+// ops.h's bound for kTiles: every product exact, h = 3·32·⌈k/32⌉ + 1 f32 roundings at most on any path
+// (the unit's additions in its own order, then the bias). The unpacked kernel's bound (k + 2) is tighter.
+TEST(MatMulTiles, RoundingBound) {
+  ThreadTeam team(2);
+  Margin margin("MatMul kTiles");
+  ForEachTilesKernel([&](bool) {
+    Rng rng(23);
+    for (size_t k : {7, 64, 511, 1282, 2816}) {
+      for (size_t m : {1, 4, 12, 13, 20}) {
+        const size_t n = 70;
+        MatMulCase c(m, n, k, 1, /*integers=*/false, rng);
+        const TilesCopy t(c.W(WeightFormat::kBF16));
+        std::vector<float> want(m * n), got(m * n);
+        ref::MatMul(c.x.p, m, c.ldx, c.W(WeightFormat::kBF16), c.bias.p, want.data(), n);
+        MatMul(c.x.p, m, c.ldx, t.view, c.bias.p, got.data(), n, team);
+        const double h = 3.0 * 32 * ((k + 31) / 32) + 1;
+        for (size_t i = 0; i < m; ++i) {
+          for (size_t j = 0; j < n; ++j) {
+            double mag = std::abs(c.bias[j]);
+            for (size_t q = 0; q < k; ++q) mag += std::abs(double{c.x[i * c.ldx + q]} * c.w32[j * k + q]);
+            ASSERT_TRUE(margin.Check(std::abs(double{got[i * n + j]} - want[i * n + j]), h * kEps / 2 * mag))
+                << "m=" << m << " k=" << k << " (" << i << "," << j << ")";
+          }
+        }
+      }
+    }
+  });
+}
+
+// The determinism contract on kTiles: the same bits whatever m, the row's place in a 16-row block, the
+// team and the alignment of X; AccumulateRow reads the stored values.
+TEST(MatMulTiles, DeterministicAcrossChunking) {
+  ThreadTeam team1(1), team2(2);
+  ForEachTilesKernel([&](bool) {
+    Rng rng(24);
+    for (const auto& [k, n] : {std::pair<size_t, size_t>{1000, 300}, {2051, 70}}) {
+      const size_t m = 37;
+      MatMulCase c(m, n, k, 0, /*integers=*/false, rng);
+      const TilesCopy t(c.W(WeightFormat::kBF16));
+      std::vector<float> full(m * n);
+      MatMul(c.x.p, m, c.ldx, t.view, c.bias.p, full.data(), n, team2);
+      std::vector<float> part(m * n, kNaN);
+      auto expect_same = [&](const char* what) {
+        for (size_t i = 0; i < m * n; ++i)
+          ASSERT_TRUE(SameBits(part[i], full[i])) << what << " k=" << k << " at " << i;
+        std::fill(part.begin(), part.end(), kNaN);
+      };
+      Buf<float> row(k, 3);
+      for (size_t i = 0; i < m; ++i) {
+        std::copy(c.x.p + i * c.ldx, c.x.p + i * c.ldx + k, row.p);
+        MatMul(row.p, 1, k, t.view, c.bias.p, part.data() + i * n, n, team1);
+      }
+      expect_same("m=1");
+      for (size_t chunk : {4, 5, 13, 16, 17}) {
+        for (size_t i0 = 0; i0 < m; i0 += chunk) {
+          MatMul(c.x.p + i0 * c.ldx, std::min(chunk, m - i0), c.ldx, t.view, c.bias.p, part.data() + i0 * n,
+                 n, chunk % 2 ? team1 : team2);
+        }
+        expect_same(("chunk " + std::to_string(chunk)).c_str());
+      }
+      for (size_t r : {size_t{0}, n / 2, n - 1}) {
+        std::vector<float> got(k, 0.5f), want(k, 0.5f);
+        AccumulateRow(t.view, r, got.data());
+        AccumulateRow(c.W(WeightFormat::kBF16), r, want.data());
+        for (size_t q = 0; q < k; ++q) ASSERT_TRUE(SameBits(got[q], want[q])) << "row " << r << " at " << q;
+      }
+    }
+  });
+  EXPECT_FALSE(PrefersTilesLayout(WeightFormat::kF32));
+  EXPECT_FALSE(PrefersTilesLayout(WeightFormat::kF16));
+  EXPECT_FALSE(PrefersTilesLayout(WeightFormat::kQ8_0));
 }
 
 // W (or X) ends exactly at a page followed by an inaccessible page, as an

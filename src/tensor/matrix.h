@@ -69,7 +69,18 @@ size_t FormatRowBytes(WeightFormat f, size_t cols);
 //     element 32·g + 4·j + i (g < 8, i < 4): its low 4 bits in byte
 //     32·(j % 4) + 4·g + i (the low nibble for j < 4, the high one else),
 //     its high 2 bits in byte 128 + 32·(j / 4) + 4·g + i at bits 2·(j % 4).
-enum class WeightLayout : uint8_t { kBlocks, kSteps16 };
+//   kTiles (BF16 only; made at load time by RepackTiles in tensor/quant.h for
+//     the AMX kernel, ops::PrefersTilesLayout): the matrix as 1 KiB tiles of
+//     16 rows × 32 columns in the order AMX's TDPBF16PS reads its second
+//     operand. Rows go in groups of 64 (the last group has the ⌈rows'/16⌉
+//     tiles its rows need), columns in KC = ⌈cols/32⌉ chunks; group g starts
+//     at tile 4·KC·g, and its chunk q, tile t is tile 4·KC·g + tg·q + t (tg:
+//     the group's tiles), whose bf16 element 32·p + 2·j + e is
+//     W[64g + 16t + j, 32q + 2p + e] (p, j < 16, e < 2), zero past the
+//     matrix. So a group streams front to back, one chunk of all its tiles
+//     at a time. row_bytes is KC·64 (a row's share of its tiles); row(r) has
+//     no meaning: RowAsBlocks gathers a row.
+enum class WeightLayout : uint8_t { kBlocks, kSteps16, kTiles };
 
 // A non-owning view of W[rows, cols], row r at data + r·row_bytes. Rows may be
 // longer than cols elements (a view of some columns of a wider matrix); for a

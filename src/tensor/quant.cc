@@ -359,10 +359,59 @@ void CopyBlocksOfRow(const MatrixView& w, size_t r, size_t b0, size_t n, uint8_t
   }
 }
 
+namespace {
+
+constexpr size_t kTileRows = 16, kTileCols = 32, kTileElems = kTileRows * kTileCols, kGroupTiles = 4;
+
+// Where W[r, c] is in a kTiles matrix of `rows` rows and kc column chunks, in bf16 elements.
+size_t TileElement(size_t rows, size_t kc, size_t r, size_t c) {
+  const size_t g = r / (kGroupTiles * kTileRows), t = r / kTileRows % kGroupTiles;
+  const size_t tiles = (rows + kTileRows - 1) / kTileRows;
+  const size_t tg = std::min(kGroupTiles, tiles - kGroupTiles * g);
+  const size_t tile = kGroupTiles * kc * g + tg * (c / kTileCols) + t;
+  return tile * kTileElems + (c % kTileCols) / 2 * 2 * kTileRows + r % kTileRows * 2 + c % 2;
+}
+
+}  // namespace
+
 const uint8_t* RowAsBlocks(const MatrixView& w, size_t r, uint8_t* buf) {
   if (w.layout == WeightLayout::kBlocks) return w.row(r);
+  if (w.layout == WeightLayout::kTiles) {
+    const auto* t = static_cast<const uint16_t*>(w.data);
+    const size_t kc = (w.cols + kTileCols - 1) / kTileCols;
+    for (size_t c = 0; c < w.cols; ++c) std::memcpy(buf + 2 * c, t + TileElement(w.rows, kc, r, c), 2);
+    return buf;
+  }
   UnpackRowSteps16(w.format, w.row(r), w.cols, buf);
   return buf;
+}
+
+size_t TilesLayoutBytes(size_t rows, size_t cols) {
+  const size_t tiles = (rows + kTileRows - 1) / kTileRows, kc = (cols + kTileCols - 1) / kTileCols;
+  return tiles * kc * kTileElems * sizeof(uint16_t);
+}
+
+MatrixView RepackTiles(const MatrixView& w, uint8_t* dst) {
+  std::memset(dst, 0, TilesLayoutBytes(w.rows, w.cols));
+  auto* t = reinterpret_cast<uint16_t*>(dst);
+  const size_t kc = (w.cols + kTileCols - 1) / kTileCols;
+  for (size_t r = 0; r < w.rows; ++r) {
+    const uint8_t* row = w.row(r);
+    for (size_t q = 0; q < kc; ++q) {
+      uint16_t* at = t + TileElement(w.rows, kc, r, kTileCols * q);
+      const size_t n = std::min(kTileCols, w.cols - kTileCols * q);
+      for (size_t c = 0; c < n; ++c)
+        std::memcpy(at + c / 2 * 2 * kTileRows + c % 2, row + 2 * (kTileCols * q + c), 2);
+    }
+  }
+  return TilesView(dst, w.rows, w.cols);
+}
+
+MatrixView TilesView(const uint8_t* data, size_t rows, size_t cols) {
+  MatrixView v = MatrixView::Dense(WeightFormat::kBF16, data, rows, cols, cols);
+  v.row_bytes = (cols + kTileCols - 1) / kTileCols * kTileCols * sizeof(uint16_t);
+  v.layout = WeightLayout::kTiles;
+  return v;
 }
 
 }  // namespace lfmvox

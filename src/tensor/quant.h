@@ -78,5 +78,12 @@ void CopyBlocksOfRow(const MatrixView& w, size_t r, size_t b0, size_t n, uint8_t
 // Row r of w as the file's blocks: w.row(r) itself in kBlocks, else unpacked
 // into buf (FormatRowBytes(w.format, w.cols) bytes) and buf.
 const uint8_t* RowAsBlocks(const MatrixView& w, size_t r, uint8_t* buf);
+// WeightLayout::kTiles (tensor/matrix.h): the bytes a [rows, cols] BF16 matrix
+// takes in it; the view of such a matrix at data (64-byte aligned); and a copy
+// of a kBlocks BF16 matrix `w` in it at dst (TilesLayoutBytes, 64-byte
+// aligned, padding zeroed), returned as its view.
+size_t TilesLayoutBytes(size_t rows, size_t cols);
+MatrixView TilesView(const uint8_t* data, size_t rows, size_t cols);
+MatrixView RepackTiles(const MatrixView& w, uint8_t* dst);
 
 }  // namespace lfmvox

@@ -148,6 +148,8 @@ Result<Lfm3DepthDecoder> Lfm3DepthDecoder::Load(const Checkpoint& ckpt, const Lf
       LFM_ASSIGN_OR_RETURN(*w, ConvertMatrix(*w, f, &m.converted_));
     }
   }
+  // Every pass runs the stack over all C slots of each stream (the last layer over the pass's n): many rows.
+  LFM_RETURN_IF_ERROR(m.stack_.UseManyRowLayout(ckpt));
   return m;
 }
 

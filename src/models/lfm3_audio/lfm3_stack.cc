@@ -109,13 +109,28 @@ Result<Lfm3Stack> Lfm3Stack::Load(const Checkpoint& ckpt, const Lfm3StackConfig&
   return s;
 }
 
-Status Lfm3Stack::ConvertMatrices(WeightFormat f, std::vector<std::vector<uint8_t>>* arena) {
+std::vector<Linear*> Lfm3Stack::Matrices() {
+  std::vector<Linear*> all;
   for (Lfm3Layer& L : layers_) {
     for (Linear* l : {&L.conv.in_proj, &L.conv.out_proj, &L.attn.q_proj, &L.attn.k_proj, &L.attn.v_proj,
                       &L.attn.o_proj, &L.attn.gate_proj, &L.ffn.w1, &L.ffn.w3, &L.ffn.w2}) {
-      if (l->out() == 0 || FormatRowBytes(f, l->in()) == 0) continue;  // absent, or not whole blocks
-      LFM_ASSIGN_OR_RETURN(l->w, ConvertMatrix(l->w, f, arena));
+      if (l->out() > 0) all.push_back(l);  // absent ones are empty
     }
+  }
+  return all;
+}
+
+Status Lfm3Stack::ConvertMatrices(WeightFormat f, std::vector<std::vector<uint8_t>>* arena) {
+  for (Linear* l : Matrices()) {
+    if (FormatRowBytes(f, l->in()) == 0) continue;  // not whole blocks
+    LFM_ASSIGN_OR_RETURN(l->w, ConvertMatrix(l->w, f, arena));
+  }
+  return Status::Ok();
+}
+
+Status Lfm3Stack::UseManyRowLayout(const Checkpoint& ckpt) {
+  for (Linear* l : Matrices()) {
+    LFM_ASSIGN_OR_RETURN(l->w, ForManyRows(ckpt, l->w));
   }
   return Status::Ok();
 }

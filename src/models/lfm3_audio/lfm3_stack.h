@@ -88,6 +88,9 @@ class Lfm3Stack {
   // (blocks/weights.h ConvertMatrix), the bytes in `arena`, which must outlive the stack; a matrix
   // whose rows are not whole blocks of f stays as stored. Before any state or scratch is created.
   Status ConvertMatrices(WeightFormat f, std::vector<std::vector<uint8_t>>* arena);
+  // Every matrix in the layout this CPU multiplies fastest when each call has many rows
+  // (blocks/weights.h ForManyRows; kept by `ckpt`): for a stack that never decodes one row at a time.
+  Status UseManyRowLayout(const Checkpoint& ckpt);
 
   const Lfm3StackConfig& config() const { return config_; }
   const std::vector<Lfm3Layer>& layers() const { return layers_; }
@@ -102,6 +105,7 @@ class Lfm3Stack {
   size_t weight_bytes() const;
 
  private:
+  std::vector<Linear*> Matrices();  // every matrix the layers have
   Lfm3StackConfig config_;
   std::vector<Lfm3Layer> layers_;
   RmsNorm final_norm_;            // [H]
