@@ -7,8 +7,8 @@ namespace lfmvox {
 void SwiGluFfn::Forward(const float* xn, size_t n, float* gate, float* up, float* out,
                         ThreadTeam& team) const {
   const size_t D = w1.in(), F = width();
-  w1.Forward(xn, n, D, gate, F, team);
-  w3.Forward(xn, n, D, up, F, team);
+  const LinearOut outs[] = {{&w1, gate, F}, {&w3, up, F}};
+  ForwardShared(xn, n, D, outs, team);
   ops::SwiGlu(gate, up, gate, n * F);
   w2.Forward(gate, n, F, out, D, team);
 }

@@ -2,6 +2,7 @@
 // from the checkpoint and an optional f32 bias.
 #pragma once
 
+#include <span>
 #include <string>
 
 #include "base/aligned.h"
@@ -23,6 +24,15 @@ struct Linear {
   // (ops::MatMul's contract), so rows from different sessions batch bit-exactly.
   void Forward(const float* x, size_t n, size_t ldx, float* y, size_t ldy, ThreadTeam& team) const;
 };
+
+// Several Linears of the same input: y_i[n, out_i] = x · W_iᵀ + b_i, each exactly its Forward's, in one
+// ops::MatMulShared (X prepared once, one pass of the team, where the weights' kernel allows).
+struct LinearOut {
+  const Linear* linear = nullptr;
+  float* y = nullptr;
+  size_t ldy = 0;
+};
+void ForwardShared(const float* x, size_t n, size_t ldx, std::span<const LinearOut> outs, ThreadTeam& team);
 
 // Loads `<name>.weight` [out, in] and, when with_bias, `<name>.bias` [out].
 Status LoadLinear(const Checkpoint& ckpt, const std::string& name, int64_t out, int64_t in, bool with_bias,

@@ -69,6 +69,14 @@ void MatMul(const float* x, size_t m, size_t ldx, const Weight& w, const float* 
   KernelsOrDie(w.format).matmul(x, m, ldx, w, bias, y, ldy, team);
 }
 
+void MatMulShared(const float* x, size_t m, size_t ldx, std::span<const MatMulOut> outs, ThreadTeam& team) {
+  const bool tiles = !outs.empty() && std::all_of(outs.begin(), outs.end(), [](const MatMulOut& o) {
+    return o.w->layout == WeightLayout::kTiles;
+  });
+  if (tiles) return internal::MatMulTilesShared(x, m, ldx, outs, team);
+  for (const MatMulOut& o : outs) MatMul(x, m, ldx, *o.w, o.bias, o.y, o.ldy, team);
+}
+
 void AccumulateRow(const Weight& table, size_t row, float* acc) {
   if (table.layout == WeightLayout::kTiles) {
     // The row gathered from its tiles (the thread's buffer, grown once), then as a one-row BF16 matrix.

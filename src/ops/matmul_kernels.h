@@ -37,6 +37,9 @@ void AccumulateRowQ6_K(const MatrixView& w, size_t row, float* acc);
 // the rows unpacked for MatMulBf16.
 void MatMulTiles(const float* x, size_t m, size_t ldx, const MatrixView& w, const float* bias, float* y,
                  size_t ldy, ThreadTeam& team);
+// MatMulShared when every W is kTiles.
+void MatMulTilesShared(const float* x, size_t m, size_t ldx, std::span<const MatMulOut> outs,
+                       ThreadTeam& team);
 // Tests: false makes MatMulTiles and PrefersTilesLayout act as if the CPU had no AMX.
 void SetTilesAmxForTest(bool on);
 // Whether the chosen target's Q8_0 / Q4_0 / Q6_K steps read

@@ -29,11 +29,14 @@
 
 #if defined(__x86_64__) && defined(__linux__) && (defined(__GNUC__) || defined(__clang__))
 #define LFMVOX_HAVE_AMX 1
+#include <cpuid.h>
 #include <immintrin.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+#if !defined(__clang__)
 // GCC 12's AVX-512 headers trip -Wmaybe-uninitialized on their own "undefined" operands once inlined.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #else
 #define LFMVOX_HAVE_AMX 0
 #endif
@@ -52,11 +55,13 @@ std::atomic<bool> amx_off_for_test{false};
 bool AmxGranted() {
 #if LFMVOX_HAVE_AMX
   static const bool granted = [] {
+    // CPUID leaf 7: EBX bit 30 AVX512BW (bit 16 AVX512F), EDX bit 22 AMX-BF16, bit 24 AMX-TILE (read
+    // directly: Clang 14's __builtin_cpu_supports knows no AMX).
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    if (__get_cpuid_count(7, 0, &a, &b, &c, &d) == 0) return false;
+    const bool avx512 = (b >> 16 & 1) && (b >> 30 & 1), amx = (d >> 22 & 1) && (d >> 24 & 1);
     __builtin_cpu_init();
-    if (!__builtin_cpu_supports("amx-tile") || !__builtin_cpu_supports("amx-bf16") ||
-        !__builtin_cpu_supports("avx512bw")) {
-      return false;
-    }
+    if (!avx512 || !amx || !__builtin_cpu_supports("avx512bw")) return false;  // the OS's half of AVX-512
     constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
     return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
   }();
@@ -80,7 +85,7 @@ __attribute__((target("avx512f,avx512bw"))) inline __m256i Top16(__m512 v) {
 }
 
 __attribute__((target("avx512f,avx512bw"))) void SplitX(const float* x, size_t m, size_t ldx, size_t k,
-                                                      size_t kc, uint16_t* xp) {
+                                                        size_t kc, uint16_t* xp) {
   const __m512i high = _mm512_set1_epi32(static_cast<int>(0xffff0000u));
   for (size_t i = 0; i < m; ++i) {
     uint16_t* row = xp + i / kTileRows * kc * kParts * kTileElems + i % kTileRows * kTileCols;
@@ -112,7 +117,7 @@ struct alignas(64) TileConfig {
 // One X block against TG tiles of W rows over all kc chunks into c[TG][16 × 16].
 template <int TG>
 __attribute__((target("amx-tile,amx-bf16"))) inline void GroupBlock(const uint16_t* wg, size_t kc,
-                                                                   const uint16_t* xb, float* c) {
+                                                                    const uint16_t* xb, float* c) {
   _tile_zero(0);
   if constexpr (TG > 1) _tile_zero(1);
   if constexpr (TG > 2) _tile_zero(2);
@@ -123,10 +128,10 @@ __attribute__((target("amx-tile,amx-bf16"))) inline void GroupBlock(const uint16
     _tile_loadd(5, a + kTileElems, 64);
     _tile_loadd(6, a + 2 * kTileElems, 64);
     const uint16_t* b = wg + q * TG * kTileElems;
-#define LFMVOX_AMX_TILE(T)                  \
-  _tile_loadd(7, b + (T) * kTileElems, 64); \
-  _tile_dpbf16ps(T, 4, 7);                  \
-  _tile_dpbf16ps(T, 5, 7);                  \
+#define LFMVOX_AMX_TILE(T)                \
+  _tile_loadd(7, b + (T)*kTileElems, 64); \
+  _tile_dpbf16ps(T, 4, 7);                \
+  _tile_dpbf16ps(T, 5, 7);                \
   _tile_dpbf16ps(T, 6, 7);
     LFMVOX_AMX_TILE(0)
     if constexpr (TG > 1) {
@@ -158,9 +163,9 @@ __attribute__((target("amx-tile"))) void Configure(size_t rows) {
 
 // Groups [g0, g1) of W against every X block; Y = tiles (+ bias).
 __attribute__((target("amx-tile,amx-bf16,avx512f"))) void Groups(const MatrixView& w, size_t kc,
-                                                                const uint16_t* xp, size_t m,
-                                                                const float* bias, float* y, size_t ldy,
-                                                                size_t g0, size_t g1) {
+                                                                 const uint16_t* xp, size_t m,
+                                                                 const float* bias, float* y, size_t ldy,
+                                                                 size_t g0, size_t g1) {
   // Each block's tiles have as many rows as it has X rows: the unit's time goes with them.
   alignas(64) float c[kGroupTiles * 256];
   const auto* wt = static_cast<const uint16_t*>(w.data);
@@ -202,15 +207,29 @@ __attribute__((target("amx-tile,amx-bf16,avx512f"))) void Groups(const MatrixVie
   _tile_release();
 }
 
-void MatMulAmx(const float* x, size_t m, size_t ldx, const MatrixView& w, const float* bias, float* y,
-               size_t ldy, ThreadTeam& team) {
-  const size_t kc = (w.cols + kTileCols - 1) / kTileCols;
+size_t GroupCount(const MatrixView& w) {
+  return (w.rows + kGroupTiles * kTileRows - 1) / (kGroupTiles * kTileRows);
+}
+
+// X split once (the calling thread's scratch), then the groups of every output's W as one range split
+// across the team; k = cols of every W.
+void MatMulAmx(const float* x, size_t m, size_t ldx, size_t k, std::span<const MatMulOut> outs,
+               ThreadTeam& team) {
+  const size_t kc = (k + kTileCols - 1) / kTileCols;
   const size_t blocks = (m + kTileRows - 1) / kTileRows;
   auto* xp = reinterpret_cast<uint16_t*>(
       internal::ThreadQuantScratch().Reserve(blocks * kc * kParts * kTileElems * sizeof(uint16_t)));
-  SplitX(x, m, ldx, w.cols, kc, xp);
-  const size_t groups = (w.rows + kGroupTiles * kTileRows - 1) / (kGroupTiles * kTileRows);
-  team.ParallelFor(groups, 1, 1, [&](size_t g0, size_t g1) { Groups(w, kc, xp, m, bias, y, ldy, g0, g1); });
+  SplitX(x, m, ldx, k, kc, xp);
+  size_t total = 0;
+  for (const MatMulOut& o : outs) total += GroupCount(*o.w);
+  team.ParallelFor(total, 1, 1, [&](size_t g0, size_t g1) {
+    size_t first = 0;  // the range's groups, output by output
+    for (const MatMulOut& o : outs) {
+      const size_t n = GroupCount(*o.w), lo = std::max(g0, first), hi = std::min(g1, first + n);
+      if (lo < hi) Groups(*o.w, kc, xp, m, o.bias, o.y, o.ldy, lo - first, hi - first);
+      first += n;
+    }
+  });
 }
 
 #endif  // LFMVOX_HAVE_AMX
@@ -238,11 +257,22 @@ void internal::SetTilesAmxForTest(bool on) { amx_off_for_test.store(!on, std::me
 
 void internal::MatMulTiles(const float* x, size_t m, size_t ldx, const MatrixView& w, const float* bias,
                            float* y, size_t ldy, ThreadTeam& team) {
-  if (m == 0 || w.rows == 0) return;
+  const MatMulOut out{&w, bias, y, ldy};
+  MatMulTilesShared(x, m, ldx, {&out, 1}, team);
+}
+
+void internal::MatMulTilesShared(const float* x, size_t m, size_t ldx, std::span<const MatMulOut> outs,
+                                 ThreadTeam& team) {
+  if (m == 0) return;
 #if LFMVOX_HAVE_AMX
-  if (UseAmx() && w.cols > 0) return MatMulAmx(x, m, ldx, w, bias, y, ldy, team);
+  const size_t k = outs.front().w->cols;
+  const bool same_k =
+      std::all_of(outs.begin(), outs.end(), [&](const MatMulOut& o) { return o.w->cols == k; });
+  if (UseAmx() && k > 0 && same_k) return MatMulAmx(x, m, ldx, k, outs, team);
 #endif
-  MatMulUnpacked(x, m, ldx, w, bias, y, ldy, team);
+  for (const MatMulOut& o : outs) {
+    if (o.w->rows > 0) MatMulUnpacked(x, m, ldx, *o.w, o.bias, o.y, o.ldy, team);
+  }
 }
 
 }  // namespace lfmvox::ops

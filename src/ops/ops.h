@@ -17,6 +17,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 
 #include "base/aligned.h"
 #include "tensor/dtype.h"
@@ -55,6 +56,18 @@ bool HasMatMulKernel(WeightFormat f);
 // for bit.
 void MatMul(const float* x, size_t m, size_t ldx, const Weight& w, const float* bias, float* y, size_t ldy,
             ThreadTeam& team);
+
+// One of several products of the same X (MatMulShared).
+struct MatMulOut {
+  const Weight* w = nullptr;
+  const float* bias = nullptr;  // or nullptr
+  float* y = nullptr;
+  size_t ldy = 0;
+};
+// Y_i = X · W_iᵀ (+ bias_i) for every output, each the bits MatMul gives it; X prepared once and
+// every W's rows split across the team in one pass where the kernel allows (kTiles W on AMX), else
+// one MatMul each. Every W has the same cols.
+void MatMulShared(const float* x, size_t m, size_t ldx, std::span<const MatMulOut> outs, ThreadTeam& team);
 
 // Whether MatMul on this CPU's chosen target reads format f's
 // WeightLayout::kSteps16 (tensor/matrix.h) directly (AVX2, AVX3, AVX3_DL: Q8_0,

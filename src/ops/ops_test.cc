@@ -358,6 +358,45 @@ TEST(MatMulTiles, ExactOnFullSignificands) {
   });
 }
 
+// MatMulShared gives each output the bits MatMul gives it: kTiles W (one split of X, one pass of the
+// team over every W's groups) and stored layouts (one MatMul each), outputs of 1 to 3 groups of rows.
+TEST(MatMulShared, EachOutputAsMatMulGivesIt) {
+  ThreadTeam team(2);
+  ForEachTilesKernel([&](bool) {
+    Rng rng(26);
+    for (size_t m : {1, 4, 12, 20}) {
+      const size_t k = 300;
+      MatMulCase a(m, 130, k, 1, false, rng), b(m, 16, k, 1, false, rng), c(m, 70, k, 1, false, rng);
+      const TilesCopy ta(a.W(WeightFormat::kBF16)), tb(b.W(WeightFormat::kBF16)),
+          tc(c.W(WeightFormat::kBF16));
+      for (bool tiles : {true, false}) {
+        const Weight wa = tiles ? ta.view : a.W(WeightFormat::kBF16);
+        const Weight wb = tiles ? tb.view : b.W(WeightFormat::kBF16);
+        const Weight wc = tiles ? tc.view : c.W(WeightFormat::kF32);
+        std::vector<float> ya(m * 130, kNaN), yb(m * 20, kNaN), yc(m * 70, kNaN);
+        const MatMulOut outs[] = {
+            {&wa, a.bias.p, ya.data(), 130}, {&wb, nullptr, yb.data(), 20}, {&wc, c.bias.p, yc.data(), 70}};
+        MatMulShared(a.x.p, m, a.ldx, outs, team);
+        for (const MatMulOut& o : outs) {
+          std::vector<float> want(m * o.ldy, kNaN);
+          MatMul(a.x.p, m, a.ldx, *o.w, o.bias, want.data(), o.ldy, team);
+          for (size_t i = 0; i < m; ++i) {
+            for (size_t j = 0; j < o.ldy; ++j) {
+              if (j >= o.w->rows) {
+                ASSERT_TRUE(std::isnan(o.y[i * o.ldy + j])) << "wrote past its rows at " << j;
+                continue;
+              }
+              ASSERT_TRUE(SameBits(o.y[i * o.ldy + j], want[i * o.ldy + j]))
+                  << (tiles ? "kTiles" : "stored") << " m=" << m << " n=" << o.w->rows << " (" << i << ","
+                  << j << ")";
+            }
+          }
+        }
+      }
+    }
+  });
+}
+
 // ops.h's bound for kTiles: every product exact, h = 3·32·⌈k/32⌉ + 1 f32 roundings at most on any path
 // (the unit's additions in its own order, then the bias). The unpacked kernel's bound (k + 2) is tighter.
 TEST(MatMulTiles, RoundingBound) {

@@ -59,6 +59,9 @@ Result<std::unique_ptr<Lfm3Codec>> Lfm3Codec::Load(const Lfm3Config& config, Che
       LFM_ASSIGN_OR_RETURN(l->w, ConvertMatrix(l->w, *matrices, &m->converted_));
     }
   }
+  // The stack and the spectrum head run frame_stack rows a frame (project_out and from_quantizer one).
+  LFM_RETURN_IF_ERROR(ctx(m->stack_.UseManyRowLayout(ck)));
+  LFM_ASSIGN_OR_RETURN(m->lin_.w, ForManyRows(ck, m->lin_.w));
   return m;
 }
 

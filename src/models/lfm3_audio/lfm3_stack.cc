@@ -374,9 +374,8 @@ Status Lfm3ForwardKeep(const Lfm3Stack& stack, std::span<Lfm3State* const> state
       const Lfm3Attention& a = L.attn;
       float* q = wide;           // [R, Q]
       float* k = sc.kv_.data();  // [R, 2KV]: keys | values
-      a.q_proj.Forward(xn, R, H, q, Q, team);
-      a.k_proj.Forward(xn, R, H, k, 2 * KV, team);
-      a.v_proj.Forward(xn, R, H, k + KV, 2 * KV, team);
+      const LinearOut qkv[] = {{&a.q_proj, q, Q}, {&a.k_proj, k, 2 * KV}, {&a.v_proj, k + KV, 2 * KV}};
+      ForwardShared(xn, R, H, qkv, team);
       AttendSequences(shape, a.q_norm, a.k_norm, stack.ropes()[L.rope], sc.attn_seqs_, q, Q, k, k + KV,
                       2 * KV, wide2, Q, sc.attn_, team);
       if (!keep.empty() && li + 1 == stack.layers().size()) R = KeepRows(keep, H, Q, x, xn, wide2);
