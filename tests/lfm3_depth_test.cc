@@ -25,6 +25,8 @@
 #include "io/safetensors.h"
 #include "models/lfm3_audio/depth_decoder.h"
 #include "models/lfm3_audio/lfm3_config.h"
+#include "ops/matmul_kernels.h"
+#include "ops/ops.h"
 #include "tensor/dtype.h"
 #include "threading/thread_team.h"
 #include "trace_util.h"
@@ -404,6 +406,36 @@ TEST(Lfm3Depth, Q8_0MatricesAtLoad) {
   std::printf("[lfm3_tiny Q8_0] logits max error %.3g of scale\n", worst);
   EXPECT_LT(worst, 0.05);
   EXPECT_GT(worst, 0.0) << "the matrices were not converted";
+}
+
+// On a CPU with AMX the stack's BF16 matrices are repacked into AMX tiles at load (ops.h: X split into three
+// bf16 parts, f32-accurate, not the stored layout's bits), so the oracle tests above run through them there.
+// This loads the decoder a second time with AMX switched off (the stored layout, the f32 tiles) and asks
+// for the same greedy codes and logits within the oracle's tolerance of each other.
+TEST(Lfm3Depth, AmxTilesAgreeWithTheStoredLayout) {
+  if (!HaveData()) GTEST_SKIP() << "tests/data/lfm3_tiny is not present";
+  if (!ops::PrefersTilesLayout(WeightFormat::kBF16)) GTEST_SKIP() << "no AMX here: the stored layout only";
+  ops::internal::SetTilesAmxForTest(false);
+  Loaded stored = LoadTiny();
+  ops::internal::SetTilesAmxForTest(true);
+  Loaded tiles = LoadTiny();
+  ASSERT_TRUE(stored.model && tiles.model);
+  const Linear& q_stored = stored.model->stack().layers()[0].attn.q_proj;
+  const Linear& q_tiles = tiles.model->stack().layers()[0].attn.q_proj;
+  ASSERT_EQ(q_stored.w.layout, WeightLayout::kBlocks);
+  ASSERT_EQ(q_tiles.w.layout, WeightLayout::kTiles);
+  std::unique_ptr<Frame> a = Decode(*stored.model, Trace("depth__h"), Greedy(), 1, {}, 2, true);
+  std::unique_ptr<Frame> b = Decode(*tiles.model, Trace("depth__h"), Greedy(), 1, {}, 2, true);
+  EXPECT_EQ(a->codes, b->codes);
+  double worst = 0;
+  for (int p = 0; p < 3; ++p) {
+    const std::string n = "pass" + std::to_string(p) + "/logits";
+    ASSERT_EQ(a->sink.tensors[n].size(), b->sink.tensors[n].size()) << n;
+    const Diff d = Compare(b->sink.tensors[n].data(), a->sink.tensors[n]);
+    worst = std::max(worst, d.rel());
+  }
+  std::printf("[lfm3_tiny AMX tiles] logits differ from the stored layout's by %.3g of scale\n", worst);
+  EXPECT_LE(worst, kLogitTol);
 }
 
 TEST(Lfm3Depth, FrameRowsMatchTheOracle) {
