@@ -7,10 +7,9 @@
 // |x| ≥ 2^-102, and every bf16 × bf16 product is exact in f32): the only
 // error left is f32 accumulation, inside the unit in its own order. Per
 // chunk of 32 columns, each accumulator tile takes the hi, then the mid, then
-// the lo part; X rows go in blocks of 16, each
-// computed the same way wherever it sits (the last block's tiles configured
-// with its rows only), so a Y element depends only on its X row, its W row
-// and the bias.
+// the lo part; X rows go in blocks of 16, each computed the same way wherever
+// it sits (the last block's tiles configured with its rows only), so a Y
+// element depends only on its X row, its W row and the bias.
 //
 // A group of up to 64 W rows (4 accumulator tiles) runs every 16-row X block
 // in turn: its tiles stream from memory once, then from L2. Tile registers:
@@ -20,7 +19,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
-#include <vector>
 
 #include "ops/matmul_kernels.h"
 #include "ops/ops.h"
@@ -75,15 +73,15 @@ bool UseAmx() { return !amx_off_for_test.load(std::memory_order_relaxed) && AmxG
 
 #if LFMVOX_HAVE_AMX
 
-// X [m, k] split into its three parts, as AMX's first operand: block b of 16
-// rows, chunk q, part p is the tile at ((b·KC + q)·3 + p)·512, row i of it
-// the 32 values of X row 16b + i at columns 32q.. (zero past k; the last
-// block's tiles have only its rows).
 // The top 16 bits of each of 16 f32 lanes.
 __attribute__((target("avx512f,avx512bw"))) inline __m256i Top16(__m512 v) {
   return _mm512_cvtepi32_epi16(_mm512_srli_epi32(_mm512_castps_si512(v), 16));
 }
 
+// X [m, k] split into its three parts, as AMX's first operand: block b of 16
+// rows, chunk q, part p is the tile at ((b·KC + q)·3 + p)·512, row i of it
+// the 32 values of X row 16b + i at columns 32q.. (zero past k; the last
+// block's tiles have only its rows). A non-finite x gives NaN parts.
 __attribute__((target("avx512f,avx512bw"))) void SplitX(const float* x, size_t m, size_t ldx, size_t k,
                                                         size_t kc, uint16_t* xp) {
   const __m512i high = _mm512_set1_epi32(static_cast<int>(0xffff0000u));

@@ -5,8 +5,9 @@
 // once per weight format with that format's row decoder (matmul_f32.cc,
 // matmul_bf16.cc, matmul_f16.cc), the integer engine for the GGUF block
 // formats (matmul_quant-inl.h: matmul_q8_0.cc, matmul_q4_0.cc,
-// matmul_q6_k.cc; matmul.cc picks one per call), the panel kernel for
-// packed weights (packed_matmul.cc), and the element-wise kernels
+// matmul_q6_k.cc; matmul.cc picks one per call), the AMX kernel for BF16
+// weights in WeightLayout::kTiles (matmul_tiles.cc: CPUID, not Highway),
+// the panel kernel for packed weights (packed_matmul.cc), and the element-wise kernels
 // (elementwise.cc). Model code calls only what is
 // declared here.
 //
@@ -88,7 +89,8 @@ bool PrefersSteps16Layout(WeightFormat f);
 // summed in f32 by the unit in its own order: |y − exact| ≤ γ_h·Σ|x·w| with
 // h = 3·32·⌈k/32⌉ + 1, the same for every m, team size and split (a Y element
 // depends only on its X row, W row and bias), but not the bits MatMul gives
-// on the stored layout. Without AMX (or switched off for a test) a kTiles W
+// on the stored layout (a non-finite x gives NaN, where the stored layout
+// may give ±inf). Without AMX (or switched off for a test) a kTiles W
 // is unpacked and gives those bits. For weights that always meet many X
 // rows (a bidirectional depth decoder's passes), not for decode, which reads
 // W once per token at the memory's rate either way.
