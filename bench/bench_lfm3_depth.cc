@@ -7,10 +7,11 @@
 // Without --model it writes a random real-size checkpoint in the lfm3_tiny layout
 // (tools/lfm3_checkpoint_gen.h: the oracle's names, config.json and value recipe; gates on layers 0 and 2,
 // sandwich norms everywhere) to a temp folder, once. One JSON line per configuration: "bench":"lfm3_depth",
-// "format", "threads", "cpu", "frame_ms" (median per frame: a call's time / batch), plus min, p90 and CPU
-// time per frame, the call's time, the weights one call reads and the rate they imply, and the
-// bandwidth floor: "read_gb_s" (bench::MeasureReadBandwidth, the same threads), "floor_ms" (a call's
-// weight reads at that rate, per frame) and "floor_fraction" (floor ÷ measured).
+// "format", "threads", "amx_tiles" (the stack in ops' AMX tiles: BF16 on a CPU with AMX), "cpu", "frame_ms"
+// (median per frame: a call's time / batch), plus min, p90 and CPU time per frame, the call's time, the
+// weights one call reads and the rate they imply, and the bandwidth floor: "read_gb_s"
+// (bench::MeasureReadBandwidth, the same threads), "floor_ms" (a call's weight reads at that rate, per frame)
+// and "floor_fraction" (floor ÷ measured).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -100,9 +101,11 @@ int main(int argc, char** argv) {
     if (!model.ok()) return Fail(model.status());
     const Lfm3DepthDecoder& m = *model;
     const double bytes = static_cast<double>(m.weight_bytes());
-    std::fprintf(
-        stderr, "depth decoder: width %d, %d codebooks × %d, text hidden %d; %.1f MB read per frame; %s\n",
-        m.width(), m.codebooks(), m.codebook_size(), m.text_hidden(), bytes / 1e6, ops::ChosenTarget());
+    const bool tiles = m.stack().layers()[0].ffn.w1.w.layout == WeightLayout::kTiles;
+    std::fprintf(stderr,
+                 "depth decoder: width %d, %d codebooks × %d, text hidden %d; %.1f MB read per frame; %s%s\n",
+                 m.width(), m.codebooks(), m.codebook_size(), m.text_hidden(), bytes / 1e6,
+                 ops::ChosenTarget(), tiles ? "; stack in AMX tiles" : "");
 
     // Hidden states: unit-RMS rows (as a final-normed backbone state with norm weight 1).
     const size_t Ht = static_cast<size_t>(m.text_hidden());
@@ -153,12 +156,14 @@ int main(int argc, char** argv) {
       const double floor_ms = bytes / (read_gbs * 1e9) * 1e3;
       std::printf(
           "{\"bench\":\"lfm3_depth\",\"format\":\"%s\",\"threads\":%d,\"batch\":%d,\"all_rows\":%d,"
-          "\"cpu\":\"%s\",\"frame_ms\":%.3f,\"min_ms\":%.3f,\"p90_ms\":%.3f,\"cpu_ms\":%.3f,\"call_ms\":%.3f,"
+          "\"amx_tiles\":%s,\"cpu\":\"%s\",\"frame_ms\":%.3f,\"min_ms\":%.3f,\"p90_ms\":%.3f,\"cpu_ms\":%.3f,"
+          "\"call_ms\":%.3f,"
           "\"frames\":%d,\"weight_mb\":%.1f,\"weight_gb_per_s\":%.2f,\"read_gb_s\":%.2f,\"floor_ms\":%.3f,"
           "\"floor_fraction\":%.3f,\"load_avg\":%.2f}\n",
-          format.c_str(), threads, batch, all_rows ? 1 : 0, bench::CpuModel().c_str(), med * per, min * per,
-          p90 * per, cpu[cpu.size() / 2] * per, med, frames, bytes / 1e6, bytes / (med * 1e-3) / 1e9,
-          read_gbs, floor_ms * per, floor_ms / med, bench::LoadAverage());
+          format.c_str(), threads, batch, all_rows ? 1 : 0, tiles ? "true" : "false",
+          bench::CpuModel().c_str(), med * per, min * per, p90 * per, cpu[cpu.size() / 2] * per, med, frames,
+          bytes / 1e6, bytes / (med * 1e-3) / 1e9, read_gbs, floor_ms * per, floor_ms / med,
+          bench::LoadAverage());
       std::fflush(stdout);
     }
   }
