@@ -43,7 +43,11 @@ namespace lfmvox::ops {
 
 namespace {
 
-constexpr size_t kTileRows = 16, kTileCols = 32, kTileElems = kTileRows * kTileCols, kGroupTiles = 4;
+// The layout's geometry (tensor/quant.h); 16 rows and 32 bf16 columns are also AMX's tile limits.
+constexpr size_t kTileRows = kTilesTileRows, kTileCols = kTilesTileCols, kGroupTiles = kTilesGroupTiles;
+constexpr size_t kTileElems = kTileRows * kTileCols;
+static_assert(kTileRows == 16 && kTileCols * sizeof(uint16_t) == 64, "an AMX tile is 16 rows of 64 bytes");
+static_assert(kGroupTiles == 4, "GroupBlock holds a group in accumulator tiles 0-3");
 constexpr size_t kParts = 3;
 
 std::atomic<bool> amx_off_for_test{false};

@@ -361,7 +361,8 @@ void CopyBlocksOfRow(const MatrixView& w, size_t r, size_t b0, size_t n, uint8_t
 
 namespace {
 
-constexpr size_t kTileRows = 16, kTileCols = 32, kTileElems = kTileRows * kTileCols, kGroupTiles = 4;
+constexpr size_t kTileRows = kTilesTileRows, kTileCols = kTilesTileCols, kGroupTiles = kTilesGroupTiles;
+constexpr size_t kTileElems = kTileRows * kTileCols;
 
 // Where W[r, c] is in a kTiles matrix of `rows` rows and kc column chunks, in bf16 elements.
 size_t TileElement(size_t rows, size_t kc, size_t r, size_t c) {

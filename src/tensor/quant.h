@@ -78,7 +78,10 @@ void CopyBlocksOfRow(const MatrixView& w, size_t r, size_t b0, size_t n, uint8_t
 // Row r of w as the file's blocks: w.row(r) itself in kBlocks, else unpacked
 // into buf (FormatRowBytes(w.format, w.cols) bytes) and buf.
 const uint8_t* RowAsBlocks(const MatrixView& w, size_t r, uint8_t* buf);
-// WeightLayout::kTiles (tensor/matrix.h): the bytes a [rows, cols] BF16 matrix
+// WeightLayout::kTiles (tensor/matrix.h): its geometry (rows and columns of a
+// tile, tiles of a group), shared with the kernel that reads it (ops/matmul_tiles.cc).
+inline constexpr size_t kTilesTileRows = 16, kTilesTileCols = 32, kTilesGroupTiles = 4;
+// The bytes a [rows, cols] BF16 matrix
 // takes in it; the view of such a matrix at data (64-byte aligned); and a copy
 // of a kBlocks BF16 matrix `w` in it at dst (TilesLayoutBytes, 64-byte
 // aligned, padding zeroed), returned as its view.
