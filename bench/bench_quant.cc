@@ -26,7 +26,8 @@
 // rate varies), "l2" on one [192×2048] copy that fits each core's 512 KiB L2:
 // the kernels' compute limit, without DRAM or L3. The
 // optional lists narrow (or, for m, replace) what runs. LFMVOX_BENCH_TARGET=AVX2 (a Highway target
-// name) runs that target's kernels instead of the best this CPU has.
+// name) runs that target's kernels instead of the best this CPU has; BENCH_QUANT_AMX=0 keeps Q8_0 and
+// Q4_0 off AMX-INT8 ("amx_int8":true marks the configurations that ran on it).
 #include <hwy/targets.h>
 
 #include <algorithm>
@@ -41,6 +42,7 @@
 
 #include "base/aligned.h"
 #include "bench_util.h"
+#include "ops/matmul_kernels.h"  // internal::SetQuantAmxForTest, QuantAmxFor
 #include "ops/ops.h"
 #include "tensor/dtype.h"
 #include "tensor/quant.h"
@@ -122,12 +124,13 @@ void RunCase(ThreadTeam& team, double floor_gbs, WeightFormat f, Case c, size_t 
   std::sort(times.begin(), times.end());
   const double best = times.front(), median = times[times.size() / 2];
   const double gbs = static_cast<double>(w_bytes) / best * 1e-9;
+  const bool amx = steps16 && ops::internal::QuantAmxFor(f, m);
   std::printf(
-      "{\"format\":\"%s\",%s%s\"n\":%zu,\"k\":%zu,\"m\":%zu,\"threads\":%d,\"us\":%.1f,\"us_median\":%.1f,"
+      "{\"format\":\"%s\",%s%s%s\"n\":%zu,\"k\":%zu,\"m\":%zu,\"threads\":%d,\"us\":%.1f,\"us_median\":%.1f,"
       "\"gb_s\":%.2f,\"floor_gb_s\":%.2f,\"floor_fraction\":%.3f,\"gflops\":%.2f}\n",
-      WeightFormatName(f), cold ? "" : "\"hot\":true,", steps16 ? "\"layout\":\"steps16\"," : "", c.n, c.k, m,
-      team.size(), best * 1e6, median * 1e6, gbs, floor_gbs, gbs / floor_gbs,
-      2.0 * static_cast<double>(m * c.n * c.k) / best * 1e-9);
+      WeightFormatName(f), cold ? "" : "\"hot\":true,", steps16 ? "\"layout\":\"steps16\"," : "",
+      amx ? "\"amx_int8\":true," : "", c.n, c.k, m, team.size(), best * 1e6, median * 1e6, gbs, floor_gbs,
+      gbs / floor_gbs, 2.0 * static_cast<double>(m * c.n * c.k) / best * 1e-9);
   std::fflush(stdout);
 }
 
@@ -146,6 +149,10 @@ int Main(int argc, char** argv) {
       return 2;
     }
   }
+  // BENCH_QUANT_AMX=0: Q8_0 / Q4_0 on the AVX-512 VNNI steps even where AMX-INT8 would take them (the
+  // same bits; for comparing the two units).
+  if (const char* amx = std::getenv("BENCH_QUANT_AMX"); amx != nullptr && *amx == '0')
+    ops::internal::SetQuantAmxForTest(false);
   const double min_seconds = argc > 1 ? std::atof(argv[1]) : 0.2;
   const bool quick = argc > 2 && std::string_view(argv[2]) == "quick";
   const bool l2 = argc > 2 && std::string_view(argv[2]) == "l2";

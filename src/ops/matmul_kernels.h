@@ -42,6 +42,22 @@ void MatMulTilesShared(const float* x, size_t m, size_t ldx, std::span<const Mat
                        ThreadTeam& team);
 // Tests: false makes MatMulTiles and PrefersTilesLayout act as if the CPU had no AMX.
 void SetTilesAmxForTest(bool on);
+// The AMX units this CPU has and the OS grants this process (matmul_tiles.cc; asked once).
+struct AmxUnits {
+  bool bf16 = false;
+  bool int8 = false;
+};
+AmxUnits AmxGranted();
+// Q8_0 / Q4_0 W in WeightLayout::kSteps16 on AMX-INT8 (matmul_quant_amx.cc), for the AVX3_DL target of
+// the integer engine (matmul_quant-inl.h), whose bits it gives: QuantAmxFor(f, m) says whether to call
+// it (this CPU has the unit, f is one of the two and m rows pay for the W tiles' preparation). X comes
+// quantized as QuantizeGroups does it, in tiles of 16 rows: block b of X tile t (rows 16t ..) is 512
+// bytes at xa + (t·blocks + b)·512, row r's 32 int8 at 32·r in it, and its d_x at xd[(t·blocks + b)·16 + r].
+bool QuantAmxFor(WeightFormat f, size_t m);
+void QuantMatMulAmx(const int8_t* xa, const float* xd, size_t m, const MatrixView& w, const float* bias,
+                    float* y, size_t ldy, ThreadTeam& team);
+// Tests: false makes QuantAmxFor say no.
+void SetQuantAmxForTest(bool on);
 // Whether the chosen target's Q8_0 / Q4_0 / Q6_K steps read
 // WeightLayout::kSteps16 directly (matmul_q8_0.cc, matmul_q4_0.cc, matmul_q6_k.cc).
 bool ReadsSteps16Q8_0();

@@ -1092,6 +1092,26 @@ void QuantMatMulWith(const float* x, size_t m, size_t ldx, const MatrixView& w, 
   }
   // X quantized here, in the calling thread, into its scratch (grown only).
   const size_t groups = k / 32;
+#if LFMVOX_QUANT_VNNI
+  // Where this CPU has AMX-INT8, the 32-blocks in kSteps16 against many X rows run on it, with these
+  // steps' bits (matmul_quant_amx.cc); X quantized the same way, in its tiles' order.
+  if constexpr (QSteps<Fmt>() && !QBlockSteps<Fmt>()) {
+    if (w.layout == WeightLayout::kSteps16 && internal::QuantAmxFor(Fmt::kFormat, m)) {
+      const size_t tiles = (m + 15) / 16, q_bytes = tiles * groups * 512;
+      uint8_t* buf =
+          internal::ThreadQuantScratch().Reserve(q_bytes + (tiles * 16 + 1) * groups * sizeof(float));
+      auto* q = reinterpret_cast<int8_t*>(buf);
+      auto* d = reinterpret_cast<float*>(buf + q_bytes);
+      float* row_d = d + tiles * 16 * groups;  // one row's d_x, then spread
+      for (size_t i = 0; i < m; ++i) {
+        const size_t at = i / 16 * groups;
+        QuantizeGroups(x + i * ldx, groups, q + at * 512 + 32 * (i % 16), 512, row_d);
+        for (size_t g = 0; g < groups; ++g) d[(at + g) * 16 + i % 16] = row_d[g];
+      }
+      return internal::QuantMatMulAmx(q, d, m, w, bias, y, ldy, team);
+    }
+  }
+#endif
   const size_t d_at = 64 * groups;
   const size_t ld = QRecordBytes<Fmt>(k);
   uint8_t* xq = internal::ThreadQuantScratch().Reserve(m * ld);

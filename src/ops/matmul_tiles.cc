@@ -52,28 +52,33 @@ constexpr size_t kParts = 3;
 
 std::atomic<bool> amx_off_for_test{false};
 
-// Whether this CPU has AMX-BF16 and the kernel grants this process the tile
-// state (Linux: arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA), asked once).
-bool AmxGranted() {
+}  // namespace
+
+// CPUID leaf 7: EBX bit 16 AVX512F, bit 30 AVX512BW; EDX bit 22 AMX-BF16, bit 24 AMX-TILE, bit 25
+// AMX-INT8 (read directly: Clang 14's __builtin_cpu_supports knows no AMX). The tile state is asked of
+// the kernel once (Linux: arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)).
+internal::AmxUnits internal::AmxGranted() {
 #if LFMVOX_HAVE_AMX
-  static const bool granted = [] {
-    // CPUID leaf 7: EBX bit 30 AVX512BW (bit 16 AVX512F), EDX bit 22 AMX-BF16, bit 24 AMX-TILE (read
-    // directly: Clang 14's __builtin_cpu_supports knows no AMX).
+  static const AmxUnits granted = [] {
+    AmxUnits none;
     unsigned a = 0, b = 0, c = 0, d = 0;
-    if (__get_cpuid_count(7, 0, &a, &b, &c, &d) == 0) return false;
-    const bool avx512 = (b >> 16 & 1) && (b >> 30 & 1), amx = (d >> 22 & 1) && (d >> 24 & 1);
+    if (__get_cpuid_count(7, 0, &a, &b, &c, &d) == 0) return none;
+    const bool avx512 = (b >> 16 & 1) && (b >> 30 & 1), tile = d >> 24 & 1;
     __builtin_cpu_init();
-    if (!avx512 || !amx || !__builtin_cpu_supports("avx512bw")) return false;  // the OS's half of AVX-512
+    if (!avx512 || !tile || !__builtin_cpu_supports("avx512bw")) return none;  // the OS's half of AVX-512
     constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
-    return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+    if (syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) != 0) return none;
+    return AmxUnits{(d >> 22 & 1) != 0, (d >> 25 & 1) != 0};
   }();
   return granted;
 #else
-  return false;
+  return {};
 #endif
 }
 
-bool UseAmx() { return !amx_off_for_test.load(std::memory_order_relaxed) && AmxGranted(); }
+namespace {
+
+bool UseAmx() { return !amx_off_for_test.load(std::memory_order_relaxed) && internal::AmxGranted().bf16; }
 
 #if LFMVOX_HAVE_AMX
 

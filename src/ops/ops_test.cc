@@ -941,6 +941,52 @@ TEST(MatMulQuant, Steps16LayoutSameBitsAsBlocksEveryTarget) {
   });
 }
 
+// Q8_0 / Q4_0 in kSteps16 on AMX-INT8 (matmul_quant_amx.cc) give the bits of the AVX-512 VNNI steps:
+// each output's exact block sums folded by the same FMAs in the same lane order and summed by the same
+// tree, so any difference is a fault of the unit's path (a block in the wrong lane, a mistransposed W
+// tile or scale, a row of a partial tile). Shapes: m from 32 (the unit's threshold) with partial X tiles,
+// n with partial W tiles (1, 15, 17, 45), k with and without whole 16-block steps and tails of 1-15
+// blocks, with and without bias, Y rows wider than n; 1 and 2 threads.
+TEST(MatMulQuant, AmxInt8SameBitsAsVnniSteps) {
+  if (!internal::QuantAmxFor(WeightFormat::kQ4_0, 64)) {
+    GTEST_SKIP() << "this CPU has no AMX-INT8 (or the OS does not grant it): nothing to compare";
+  }
+  ThreadTeam team1(1), team2(2);
+  Rng rng(16);
+  struct Shape {
+    size_t m, n, k;
+  };
+  for (WeightFormat f : {WeightFormat::kQ8_0, WeightFormat::kQ4_0}) {
+    for (const auto& [m, n, k] :
+         {Shape{32, 16, 512}, Shape{37, 45, 544}, Shape{33, 1, 32}, Shape{64, 17, 224}, Shape{97, 15, 2080},
+          Shape{40, 33, 8352}, Shape{48, 20, 480}}) {
+      QuantCase c(f, m, n, k, m % 4, m % 2 == 0 ? 0 : 7, rng);
+      Steps16Copy s(c, 64 * (m % 2), 64 * (n % 2));
+      for (int variant = 0; variant < 2; ++variant) {
+        const float* bias = variant == 1 ? c.bias.p : nullptr;
+        const size_t ldy = n + 3 * variant;
+        std::vector<float> amx(m * ldy, kNaN), vnni(m * ldy, kNaN);
+        MatMul(c.x.p, m, c.ldx, s.w, bias, amx.data(), ldy, variant == 0 ? team1 : team2);
+        internal::SetQuantAmxForTest(false);
+        MatMul(c.x.p, m, c.ldx, s.w, bias, vnni.data(), ldy, variant == 0 ? team2 : team1);
+        internal::SetQuantAmxForTest(true);
+        for (size_t i = 0; i < m; ++i) {
+          for (size_t j = 0; j < ldy; ++j) {
+            const size_t at = i * ldy + j;
+            if (j >= n) {
+              ASSERT_TRUE(std::isnan(amx[at])) << "wrote past column n at (" << i << "," << j << ")";
+              continue;
+            }
+            ASSERT_TRUE(SameBits(amx[at], vnni[at]))
+                << WeightFormatName(f) << " m=" << m << " n=" << n << " k=" << k << " bias=" << variant
+                << " (" << i << "," << j << "): " << amx[at] << " vs " << vnni[at];
+          }
+        }
+      }
+    }
+  }
+}
+
 // PackedMatMul (a PackWeight of every plain format) against ref::MatMul, and
 // its determinism contract. Sizes cross the tile (6, 8 rows), panel (16 columns),
 // k block (128-512) and row block (768 AVX-512, 192 AVX2) boundaries, and (n up to 150: 10 panels)
