@@ -8,7 +8,8 @@
 // PATH: an LFM2 GGUF file (a release's backbone, or llama.cpp's text model),
 // a GGUF release folder, or a Hugging Face snapshot. One JSON line per
 // thread count: {"bench":"backbone","format":…,"threads":…,"decode_tok_s":…,
-// "prefill_tok_s":…,"floor_fraction":…} and the measured read bandwidth.
+// "prefill_tok_s":…,"floor_fraction":…} and the measured read bandwidth; "amx": whether the kernels
+// use AMX (LFMVOX_BENCH_AMX=0: as on a CPU without it, bench_util.h).
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -106,6 +107,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: bench_backbone --model PATH [--threads 1,2] [--pp N] [--tg N] [--reps N]\n");
     return 2;
   }
+  const bool amx = bench::ApplyAmxSetting();
   Result<Model> model = Open(path);
   if (!model.ok()) {
     std::fprintf(stderr, "%s\n", model.status().ToString().c_str());
@@ -174,12 +176,12 @@ int main(int argc, char** argv) {
     std::printf(
         "{\"bench\":\"backbone\",\"engine\":\"lfmvox\",\"file\":\"%s\",\"format\":\"%s\",\"head_format\":\"%"
         "s\","
-        "\"threads\":%d,\"cpu\":\"%s\",\"simd\":\"%s\",\"pp\":%d,\"tg\":%d,\"prefill_tok_s\":%.2f,"
+        "\"threads\":%d,\"cpu\":\"%s\",\"simd\":\"%s\",\"amx\":%s,\"pp\":%d,\"tg\":%d,\"prefill_tok_s\":%.2f,"
         "\"decode_tok_s\":%.2f,\"step_bytes\":%.0f,\"read_gb_s\":%.2f,\"decode_floor_tok_s\":%.2f,"
         "\"floor_fraction\":%.3f,\"loadavg\":%.2f}\n",
         path.c_str(), format.c_str(), WeightFormatName(embed.format), threads, bench::CpuModel().c_str(),
-        ops::ChosenTarget(), pp, tg, pp_rate, tg_rate, step_bytes, bw / 1e9, floor_rate, tg_rate / floor_rate,
-        bench::LoadAverage());
+        ops::ChosenTarget(), amx ? "true" : "false", pp, tg, pp_rate, tg_rate, step_bytes, bw / 1e9,
+        floor_rate, tg_rate / floor_rate, bench::LoadAverage());
     std::fflush(stdout);
   }
   return 0;

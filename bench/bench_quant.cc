@@ -26,8 +26,8 @@
 // rate varies), "l2" on one [192×2048] copy that fits each core's 512 KiB L2:
 // the kernels' compute limit, without DRAM or L3. The
 // optional lists narrow (or, for m, replace) what runs. LFMVOX_BENCH_TARGET=AVX2 (a Highway target
-// name) runs that target's kernels instead of the best this CPU has; BENCH_QUANT_AMX=0 keeps Q8_0 and
-// Q4_0 off AMX-INT8 ("amx_int8":true marks the configurations that ran on it).
+// name) runs that target's kernels instead of the best this CPU has; LFMVOX_BENCH_AMX=0 keeps Q8_0 and
+// Q4_0 off AMX-INT8 (bench_util.h; "amx_int8":true marks the configurations that ran on it).
 #include <hwy/targets.h>
 
 #include <algorithm>
@@ -42,7 +42,7 @@
 
 #include "base/aligned.h"
 #include "bench_util.h"
-#include "ops/matmul_kernels.h"  // internal::SetQuantAmxForTest, QuantAmxFor
+#include "ops/matmul_kernels.h"  // internal::QuantAmxFor
 #include "ops/ops.h"
 #include "tensor/dtype.h"
 #include "tensor/quant.h"
@@ -149,10 +149,7 @@ int Main(int argc, char** argv) {
       return 2;
     }
   }
-  // BENCH_QUANT_AMX=0: Q8_0 / Q4_0 on the AVX-512 VNNI steps even where AMX-INT8 would take them (the
-  // same bits; for comparing the two units).
-  if (const char* amx = std::getenv("BENCH_QUANT_AMX"); amx != nullptr && *amx == '0')
-    ops::internal::SetQuantAmxForTest(false);
+  bench::ApplyAmxSetting();
   const double min_seconds = argc > 1 ? std::atof(argv[1]) : 0.2;
   const bool quick = argc > 2 && std::string_view(argv[2]) == "quick";
   const bool l2 = argc > 2 && std::string_view(argv[2]) == "l2";

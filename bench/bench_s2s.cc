@@ -14,7 +14,8 @@
 // counts from the end of the question (its encoding included); read_gb_s is the read rate
 // (bench::MeasureReadBandwidth, the same threads) taken just before, this minute's floor; the
 // engine's stage clocks (StageTimings) of the answer: "prefill_s", "step_ms" (per backbone step, the
-// text head included where it ran), "depth_ms" and "detokenizer_ms" (per audio frame).
+// text head included where it ran), "depth_ms" and "detokenizer_ms" (per audio frame); "amx" whether
+// the kernels use AMX (LFMVOX_BENCH_AMX=0: as on a CPU without it, bench_util.h).
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -64,6 +65,7 @@ int main(int argc, char** argv) {
     }
   }
   const std::string format = bench::ModelFormat(dir);
+  const bool amx = bench::ApplyAmxSetting();
   auto model = AudioModel::Load(dir);
   if (!model.ok()) {
     std::fprintf(stderr, "%s\n", model.status().ToString().c_str());
@@ -145,15 +147,16 @@ int main(int argc, char** argv) {
     const StageTimings& st = r->timings;
     if (json) {
       std::printf(
-          "{\"bench\":\"s2s\",\"format\":\"%s\",\"threads\":%d,\"cpu\":\"%s\",\"rtf\":%.3f,"
+          "{\"bench\":\"s2s\",\"format\":\"%s\",\"threads\":%d,\"cpu\":\"%s\",\"amx\":%s,\"rtf\":%.3f,"
           "\"rtf_speaking\":%.3f,\"first_audio_s\":%.3f,\"question_encode_s\":%.3f,\"encoder_rtf\":%.4f,"
           "\"text_tokens\":%d,"
           "\"audio_frames\":%d,\"audio_s\":%.2f,\"prefill_s\":%.3f,\"step_ms\":%.2f,\"depth_ms\":%.2f,"
           "\"detokenizer_ms\":%.2f,\"read_gb_s\":%.2f,\"loadavg\":%.2f}\n",
-          format.c_str(), threads, bench::CpuModel().c_str(), rtf, rtf_speaking, first_audio_s,
-          question_encode, encode / 10.0, r->text_tokens, r->audio_frames, audio_s, st.prefill_ms * 1e-3,
-          PerCount(st.backbone_step_ms, st.backbone_steps), PerCount(st.depth_ms, st.depth_frames),
-          PerCount(st.detokenizer_ms, st.depth_frames), read_gbs, bench::LoadAverage());
+          format.c_str(), threads, bench::CpuModel().c_str(), amx ? "true" : "false", rtf, rtf_speaking,
+          first_audio_s, question_encode, encode / 10.0, r->text_tokens, r->audio_frames, audio_s,
+          st.prefill_ms * 1e-3, PerCount(st.backbone_step_ms, st.backbone_steps),
+          PerCount(st.depth_ms, st.depth_frames), PerCount(st.detokenizer_ms, st.depth_frames), read_gbs,
+          bench::LoadAverage());
     } else {
       std::printf(
           "threads %d: encoder 10 s clip in %.3f s (RTF %.3f) | question 4.9 s encoded in %.3f s, prefill + "
@@ -199,13 +202,13 @@ int main(int argc, char** argv) {
     const StageTimings& tt = tr->timings;
     if (json) {
       std::printf(
-          "{\"bench\":\"tts\",\"format\":\"%s\",\"threads\":%d,\"cpu\":\"%s\",\"rtf\":%.3f,"
+          "{\"bench\":\"tts\",\"format\":\"%s\",\"threads\":%d,\"cpu\":\"%s\",\"amx\":%s,\"rtf\":%.3f,"
           "\"first_audio_s\":%.3f,\"audio_frames\":%d,\"audio_s\":%.2f,\"step_ms\":%.2f,\"depth_ms\":%.2f,"
           "\"detokenizer_ms\":%.2f,\"loadavg\":%.2f}\n",
-          format.c_str(), threads, bench::CpuModel().c_str(), tts_rtf, tts_samples ? tts_first - t0 : NAN,
-          tr->audio_frames, tts_audio, PerCount(tt.backbone_step_ms, tt.backbone_steps),
-          PerCount(tt.depth_ms, tt.depth_frames), PerCount(tt.detokenizer_ms, tt.depth_frames),
-          bench::LoadAverage());
+          format.c_str(), threads, bench::CpuModel().c_str(), amx ? "true" : "false", tts_rtf,
+          tts_samples ? tts_first - t0 : NAN, tr->audio_frames, tts_audio,
+          PerCount(tt.backbone_step_ms, tt.backbone_steps), PerCount(tt.depth_ms, tt.depth_frames),
+          PerCount(tt.detokenizer_ms, tt.depth_frames), bench::LoadAverage());
     } else {
       std::printf(
           "threads %d: TTS %d frames, %.2f s of speech in %.2f s (RTF %.2f), first audio after %.2f s; per "

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "base/aligned.h"
+#include "ops/matmul_kernels.h"  // internal::AmxGranted, Set…AmxForTest
 #include "ops/ops.h"
 #include "threading/thread_team.h"
 
@@ -105,6 +107,19 @@ inline double MeasureReadBandwidth(ThreadTeam& team) {
 inline double MeasureReadGBs(int threads) {
   ThreadTeam team(threads);
   return MeasureReadBandwidth(team) * 1e-9;
+}
+
+// LFMVOX_BENCH_AMX=0 runs the kernels as on a CPU without AMX (no BF16 tiles made at load, Q8_0 /
+// Q4_0 on the AVX-512 VNNI steps), so that one build compares the units; call it before loading a
+// model. Returns whether AMX is in use (a benchmark's "amx" key).
+inline bool ApplyAmxSetting() {
+  if (const char* v = std::getenv("LFMVOX_BENCH_AMX"); v != nullptr && *v == '0') {
+    ops::internal::SetTilesAmxForTest(false);
+    ops::internal::SetQuantAmxForTest(false);
+    return false;
+  }
+  const ops::internal::AmxUnits u = ops::internal::AmxGranted();
+  return u.bf16 || u.int8;
 }
 
 }  // namespace lfmvox::bench

@@ -85,7 +85,8 @@ LFMVOX_AVX512 inline void Transpose16(__m512i r[16]) {
     u[4 * g + 3] = _mm512_unpackhi_epi64(a[1], a[3]);
   }
   for (size_t c = 0; c < 4; ++c) {
-    const __m512i v0 = _mm512_shuffle_i32x4(u[c], u[4 + c], 0x88), w0 = _mm512_shuffle_i32x4(u[c], u[4 + c], 0xDD);
+    const __m512i v0 = _mm512_shuffle_i32x4(u[c], u[4 + c], 0x88),
+                  w0 = _mm512_shuffle_i32x4(u[c], u[4 + c], 0xDD);
     const __m512i v1 = _mm512_shuffle_i32x4(u[8 + c], u[12 + c], 0x88);
     const __m512i w1 = _mm512_shuffle_i32x4(u[8 + c], u[12 + c], 0xDD);
     r[c] = _mm512_shuffle_i32x4(v0, v1, 0x88);
@@ -111,7 +112,8 @@ LFMVOX_AVX512 void PrepareStep(WeightFormat f, const uint8_t* const* rows, size_
   const size_t regs = f == WeightFormat::kQ8_0 ? 8 : 4;
   for (size_t j = 0; j < regs; ++j) {
     for (size_t n = 0; n < kRows; ++n)
-      r[n] = n < nv ? _mm512_maskz_loadu_epi32(mask, rows[n] + codes + reg_stride * j) : _mm512_setzero_si512();
+      r[n] =
+          n < nv ? _mm512_maskz_loadu_epi32(mask, rows[n] + codes + reg_stride * j) : _mm512_setzero_si512();
     Transpose16(r);  // r[l]: block b0 + l's bytes [4j, 4j + 4) of each row
     for (size_t l = 0; l < lanes; ++l) {
       uint8_t* bt = out.b_tiles + (b0 + l) * kBTileBytes;
@@ -120,7 +122,8 @@ LFMVOX_AVX512 void PrepareStep(WeightFormat f, const uint8_t* const* rows, size_
       } else {  // Q4_0: low nibbles are values [4j, 4j + 4), high ones [16 + 4j, 20 + 4j); each q − 8
         const __m512i m4 = _mm512_set1_epi8(0x0f), eight = _mm512_set1_epi8(8);
         _mm512_store_si512(bt + 64 * j, _mm512_sub_epi8(_mm512_and_si512(r[l], m4), eight));
-        _mm512_store_si512(bt + 64 * (4 + j), _mm512_sub_epi8(_mm512_and_si512(_mm512_srli_epi16(r[l], 4), m4), eight));
+        _mm512_store_si512(bt + 64 * (4 + j),
+                           _mm512_sub_epi8(_mm512_and_si512(_mm512_srli_epi16(r[l], 4), m4), eight));
       }
     }
   }
@@ -136,10 +139,12 @@ LFMVOX_AVX512 void PrepareWTile(const MatrixView& w, size_t j, size_t nv, size_t
   const size_t q = w.format == WeightFormat::kQ8_0 ? 32 : 16, C = 16 * q;  // code bytes a block, a step
   const size_t s = blocks / 16, t = blocks % 16;
   const uint8_t* rows[kRows];
-  for (size_t n = 0; n < kRows; ++n) rows[n] = static_cast<const uint8_t*>(w.data) + (j + std::min(n, nv - 1)) * w.row_bytes;
+  for (size_t n = 0; n < kRows; ++n)
+    rows[n] = static_cast<const uint8_t*>(w.data) + (j + std::min(n, nv - 1)) * w.row_bytes;
   for (size_t p = 0; p < s; ++p)
     PrepareStep(w.format, rows, nv, Steps16CodesAt(p, s, C), 64, Steps16ScalesAt(p, s, C), 16, 16 * p, out);
-  if (t > 0) PrepareStep(w.format, rows, nv, s * (C + 32), 4 * t, Steps16TailScalesAt(s, C, t, q), t, 16 * s, out);
+  if (t > 0)
+    PrepareStep(w.format, rows, nv, s * (C + 32), 4 * t, Steps16TailScalesAt(s, C, t, q), t, 16 * s, out);
 }
 
 struct alignas(64) TileConfig {
@@ -161,18 +166,18 @@ __attribute__((target("amx-tile"))) void Configure(size_t rows) {
 // Blocks 2p and 2p + 1 (when `two`) of the X tile (A tiles at xa, 512 bytes a block) against the W
 // tile's (bt) into sum tiles S and S + 1 of set p % 2 (S = 0 or 2: the unit fills one set while the
 // vector units fold the other). GCC's tile intrinsics paste their register numbers: literals only.
-#define LFMVOX_AMX_ISSUE_PAIR(S0, S1)      \
-  do {                                     \
-    _tile_zero(S0);                        \
-    _tile_loadd(4, xa, 32);                \
-    _tile_loadd(6, bt, 64);                \
-    _tile_dpbssd(S0, 4, 6);                \
-    if (two) {                             \
-      _tile_zero(S1);                      \
-      _tile_loadd(5, xa + 512, 32);        \
+#define LFMVOX_AMX_ISSUE_PAIR(S0, S1)       \
+  do {                                      \
+    _tile_zero(S0);                         \
+    _tile_loadd(4, xa, 32);                 \
+    _tile_loadd(6, bt, 64);                 \
+    _tile_dpbssd(S0, 4, 6);                 \
+    if (two) {                              \
+      _tile_zero(S1);                       \
+      _tile_loadd(5, xa + 512, 32);         \
       _tile_loadd(7, bt + kBTileBytes, 64); \
-      _tile_dpbssd(S1, 5, 7);              \
-    }                                      \
+      _tile_dpbssd(S1, 5, 7);               \
+    }                                       \
   } while (0)
 __attribute__((target("amx-tile,amx-int8"))) inline void IssuePair(size_t set, const int8_t* xa,
                                                                    const uint8_t* bt, bool two) {
@@ -196,10 +201,11 @@ __attribute__((target("amx-tile"))) inline void StorePair(size_t set, int32_t* c
 
 // X tile t (`rows` rows, packed: see QuantMatMulAmx) against the prepared W tile (columns [j, j + nv)
 // of Y). acc: 16 × 16 vectors (lane l, row i at 16·l + i), c: 2 × 2 × 256 int32, both the thread's.
-__attribute__((target("amx-tile,amx-int8,avx512f"))) void XTile(const int8_t* xa, const float* xd, size_t blocks,
-                                                                size_t i0, size_t rows, const WTile& wt,
-                                                                size_t j, size_t nv, const float* bias, float* y,
-                                                                size_t ldy, __m512* acc, int32_t* c) {
+__attribute__((target("amx-tile,amx-int8,avx512f"))) void XTile(const int8_t* xa, const float* xd,
+                                                                size_t blocks, size_t i0, size_t rows,
+                                                                const WTile& wt, size_t j, size_t nv,
+                                                                const float* bias, float* y, size_t ldy,
+                                                                __m512* acc, int32_t* c) {
   for (size_t a = 0; a < 16 * kRows; ++a) acc[a] = _mm512_setzero_ps();
   const size_t pairs = (blocks + 1) / 2;
   auto issue = [&](size_t p) {  // pair p into set p % 2
@@ -237,8 +243,9 @@ __attribute__((target("amx-tile,amx-int8,avx512f"))) void XTile(const int8_t* xa
 }
 
 // W tiles [t0, t1) against every X tile.
-__attribute__((target("amx-tile"))) void WTiles(const int8_t* xa, const float* xd, size_t m, const MatrixView& w,
-                                                const float* bias, float* y, size_t ldy, size_t t0, size_t t1) {
+__attribute__((target("amx-tile"))) void WTiles(const int8_t* xa, const float* xd, size_t m,
+                                                const MatrixView& w, const float* bias, float* y, size_t ldy,
+                                                size_t t0, size_t t1) {
   const size_t blocks = w.cols / 32;
   internal::QuantScratch& scratch = internal::ThreadQuantScratch();
   uint8_t* buf = scratch.ReserveW(blocks * (kBTileBytes + 64));
