@@ -5,8 +5,9 @@
 // once per weight format with that format's row decoder (matmul_f32.cc,
 // matmul_bf16.cc, matmul_f16.cc), the integer engine for the GGUF block
 // formats (matmul_quant-inl.h: matmul_q8_0.cc, matmul_q4_0.cc,
-// matmul_q6_k.cc; matmul.cc picks one per call), the AMX kernel for BF16
-// weights in WeightLayout::kTiles (matmul_tiles.cc: CPUID, not Highway),
+// matmul_q6_k.cc; matmul.cc picks one per call), the AMX kernels for BF16
+// weights in WeightLayout::kTiles (matmul_tiles.cc: CPUID, not Highway) and for
+// Q8_0 / Q4_0 against many X rows (matmul_quant_amx.cc: the bits of the VNNI steps),
 // the panel kernel for packed weights (packed_matmul.cc), and the element-wise kernels
 // (elementwise.cc). Model code calls only what is
 // declared here.
@@ -54,7 +55,8 @@ bool HasMatMulKernel(WeightFormat f);
 // Determinism contract: each Y element's value depends only on its X row, its
 // W row and the bias, never on m, on the team size or on alignment, so a
 // sequence decoded in pieces equals the same sequence decoded at once, bit
-// for bit.
+// for bit. (On AMX-INT8, Q8_0 / Q4_0 in kSteps16 with m ≥ 32 take the unit and
+// still give these bits: the integer sums are exact wherever formed.)
 void MatMul(const float* x, size_t m, size_t ldx, const Weight& w, const float* bias, float* y, size_t ldy,
             ThreadTeam& team);
 
