@@ -23,18 +23,18 @@
 // the other into 16 × 16 lane accumulators in L1).
 //
 // Measured (Emerald Rapids Xeon, one core, a hot [2048×2048] W, GOP/s, best of
-// interleaved runs on a host whose rate moved by half within minutes): Q4_0
-// m = 16 274–282 against the VNNI steps' 333, m = 32 348–351 / 333, m = 48
-// 383–393 / 330–341, m = 64 ~400 / 318–329, m = 256 381–407 / 307–319;
-// [2048×8192] m = 128 415–431 / 294–306. The unit itself is far from its
-// peak: every block's sums leave it as a 1 KiB tile store and are folded by
-// vector FMAs (each needs its own d_w·d_x), so the stores and the folds, not
-// the products, set the rate. Tried and slower: a block at a time with four
-// sum tiles in turn (stores and folds lagging 2–4 blocks), and the blocks
-// walked lane by lane with the accumulators in registers (325–348).
+// interleaved runs on a host whose rate moved by half within minutes; the
+// table in docs/benchmarks.md): Q4_0 m = 16 274–282 against the VNNI steps'
+// 333, m = 32 348–362 / 333–345, m = 64 398–418 / 318–342, m = 256 407–429 /
+// 314–331; two threads m = 256 830–926 / 620–677. The unit itself is far from
+// its peak: every block's sums leave it as a 1 KiB tile store and are folded
+// by vector FMAs (each needs its own d_w·d_x), so the stores and the folds,
+// not the products, set the rate. Tried and no faster: a block at a time with
+// four sum tiles in turn (stores and folds lagging 2–4 blocks), the blocks
+// walked lane by lane with the accumulators in registers, blocks l and
+// 16 + l paired so that a lane's accumulators are loaded once for both.
 #include <algorithm>
 #include <atomic>
-#include <cstring>
 
 #include "ops/matmul_kernels.h"
 #include "ops/ops.h"
@@ -58,8 +58,8 @@ namespace {
 
 constexpr size_t kRows = 16;         // X rows of an X tile, W rows of a W tile, lanes of a step
 constexpr size_t kBTileBytes = 512;  // one block of a W tile as TDPBSSD's second operand: 8 × 64 bytes
-// X rows from which the unit pays: each W tile's preparation (two 16 × 16 transposes per 64 code
-// bytes of its rows) is shared by ⌈m / 16⌉ X tiles, and each block's sums leave the unit as a 1 KiB tile
+// X rows from which the unit pays: each W tile's preparation (a 16 × 16 transpose per 64 code bytes
+// of its rows) is shared by ⌈m / 16⌉ X tiles, and each block's sums leave the unit as a 1 KiB tile
 // store. Measured (this file's header): m = 16 ran at 0.8 of the VNNI steps, m = 32 about level.
 constexpr size_t kMinRows = 32;
 
