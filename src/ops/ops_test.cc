@@ -901,7 +901,7 @@ TEST(MatMulQuant, Steps16LayoutSameBitsAsBlocksEveryTarget) {
         // Rows long enough for the 8-row tiles to run a chunk of steps at a time (QMatMulChunked on
         // AVX3_DL: the last chunk shorter, then the tail); n = 45: a block of W tiles, then a W row
         // past the last tile.
-        shapes.push_back({37, 45, f == WeightFormat::kQ4_0 ? 8352 : 4128});
+        shapes.push_back({37, 45, f == WeightFormat::kQ4_0 ? size_t{8352} : size_t{4128}});
       }
       for (const auto& [m, n, k] : shapes) {
         QuantCase c(f, m, n, k, (m + k / 32) % 4, m % 2 == 0 ? 0 : 7, rng);
@@ -984,6 +984,26 @@ TEST(MatMulQuant, AmxInt8SameBitsAsVnniSteps) {
         }
       }
     }
+    // The W tiles' preparation reads no byte past the last row (its tail blocks' codes and scales):
+    // the matrix ends at an inaccessible page.
+    const size_t m = 40, n = 17, k = 544, rb = FormatRowBytes(f, k);
+    const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE)), pages = (n * rb + page - 1) / page;
+    void* mem = mmap(nullptr, (pages + 1) * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    ASSERT_NE(mem, MAP_FAILED);
+    uint8_t* end = static_cast<uint8_t*>(mem) + pages * page;
+    ASSERT_EQ(mprotect(end, page, PROT_NONE), 0);
+    QuantCase c(f, m, n, k, 0, 0, rng);
+    for (size_t r = 0; r < n; ++r) RepackRowSteps16(f, c.W().row(r), k, end - (n - r) * rb);
+    Weight w = Weight::Dense(f, end - n * rb, n, k, k);
+    w.layout = WeightLayout::kSteps16;
+    std::vector<float> amx(m * n), vnni(m * n);
+    MatMul(c.x.p, m, c.ldx, w, nullptr, amx.data(), n, team2);
+    internal::SetQuantAmxForTest(false);
+    MatMul(c.x.p, m, c.ldx, w, nullptr, vnni.data(), n, team2);
+    internal::SetQuantAmxForTest(true);
+    for (size_t at = 0; at < m * n; ++at)
+      ASSERT_TRUE(SameBits(amx[at], vnni[at])) << WeightFormatName(f) << " at " << at;
+    munmap(mem, (pages + 1) * page);
   }
 }
 
