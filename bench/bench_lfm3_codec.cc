@@ -98,6 +98,7 @@ int main(int argc, char** argv) {
   format = WeightFormatName(*matrices);
   // The random checkpoint is BF16: BF16 uses it as stored.
   if (*matrices == WeightFormat::kBF16) matrices.reset();
+  bench::ApplyAmxSetting();  // LFMVOX_BENCH_AMX=0: as on a CPU without AMX
   auto model = Lfm3Codec::Load(model_dir, matrices);
   if (!model.ok()) {
     std::fprintf(stderr, "%s\n", model.status().ToString().c_str());

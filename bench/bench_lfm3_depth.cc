@@ -79,6 +79,7 @@ int main(int argc, char** argv) {
       if (!s.ok()) return Fail(s);
     }
   }
+  bench::ApplyAmxSetting();  // LFMVOX_BENCH_AMX=0: the stack stays in its stored layout
   Result<Lfm3Config> cfg = Lfm3Config::Load(dir + "/config.json");
   if (!cfg.ok()) return Fail(cfg.status());
   Result<nlohmann::json> root = ReadJsonFile(dir + "/config.json");
