@@ -789,7 +789,12 @@ TEST(Cli, HelpOfEachCommandMatchesItsParser) {
     }
   }
   // An option no command has is still refused, and help for no command is a usage error.
-  EXPECT_NE(Cli("tts --no-such-option 1").err.find("unknown option --no-such-option"), std::string::npos);
+  const CliRun unknown = Cli("tts --no-such-option 1");
+  EXPECT_EQ(unknown.exit_code, 2);
+  EXPECT_NE(unknown.err.find("unknown option --no-such-option"), std::string::npos) << unknown.err;
+  // A command's usage error points to that command's help (as serve's do) instead of every command's.
+  EXPECT_NE(unknown.err.find("(the options: lfmvox tts --help)"), std::string::npos) << unknown.err;
+  EXPECT_EQ(unknown.err.find("quantize"), std::string::npos) << unknown.err;
   const CliRun none = Cli("help no-such-command");
   EXPECT_EQ(none.exit_code, 2);
   EXPECT_NE(none.err.find("no command no-such-command"), std::string::npos) << none.err;

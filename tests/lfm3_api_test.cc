@@ -370,6 +370,25 @@ TEST(Lfm3Api, TheSeedDecidesTheSampledCodes) {
   EXPECT_TRUE(SamePcm(again.pcm, a.pcm));
 }
 
+// Speech of nothing: an empty or all-whitespace text is refused (by the API, for every family) before any
+// position is added; the model would otherwise speak whatever it liked, up to the whole budget. The
+// conversation stays usable for a real sentence.
+TEST(Lfm3Api, EmptyTextToSpeakIsRefused) {
+  std::shared_ptr<const AudioModel> m = LoadModel();
+  ASSERT_NE(m, nullptr);
+  Result<std::unique_ptr<Conversation>> c = Conversation::Create(m, {.seed = 4});
+  ASSERT_TRUE(c.ok());
+  for (const char* text : {"", " ", "\t\n  \r"}) {
+    const Status s = (*c)->StartSpeech(m->default_voice(), text);
+    ASSERT_FALSE(s.ok()) << "\"" << text << "\"";
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(s.message().find("the text to speak is empty"), std::string::npos) << s.message();
+    EXPECT_EQ((*c)->context_stats().positions, 0u);
+  }
+  ASSERT_TRUE((*c)->StartSpeech(m->default_voice(), kText).ok());
+  EXPECT_GT((*c)->context_stats().positions, 0u);
+}
+
 TEST(Lfm3Api, CancelStopsBeforeTheNextItem) {
   std::shared_ptr<const AudioModel> m = LoadModel();
   ASSERT_NE(m, nullptr);

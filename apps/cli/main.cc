@@ -31,8 +31,17 @@ int Fail(const std::string& msg, int code = 1) {
   return code;
 }
 
+// The command being run (set by main once it is known): its usage errors point to its help, as serve's do;
+// without a command, the usage of every command.
+const lfmvox_cli::CommandHelp* g_command = nullptr;
+
 int UsageError(const std::string& msg) {
-  std::fprintf(stderr, "lfmvox: %s\n\n%s", msg.c_str(), lfmvox_cli::UsageText().c_str());
+  if (g_command) {
+    std::fprintf(stderr, "lfmvox %s: %s (the options: lfmvox %s --help)\n", g_command->name, msg.c_str(),
+                 g_command->name);
+  } else {
+    std::fprintf(stderr, "lfmvox: %s\n\n%s", msg.c_str(), lfmvox_cli::UsageText().c_str());
+  }
   return 2;
 }
 
@@ -722,6 +731,7 @@ int main(int argc, char** argv) {
   }
   // `lfmvox CMD --help` (or -h anywhere after the command): that command's help, nothing run.
   if (const lfmvox_cli::CommandHelp* c = lfmvox_cli::FindCommand(cmd)) {
+    g_command = c;
     for (int i = 2; i < argc; ++i) {
       if (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0) {
         std::fputs(lfmvox_cli::CommandHelpText(*c).c_str(), stdout);

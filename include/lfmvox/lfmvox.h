@@ -336,7 +336,7 @@ class Conversation {
   // Whole prompts, as the family's official examples build them.
   // TTS: the prompt for `text` in `voice` (one of AudioModel::voices()),
   // ending with the assistant's turn opening; then Generate with
-  // GenerateOptions::ForTts.
+  // GenerateOptions::ForTts. An empty or all-whitespace text is an error.
   Status StartSpeech(std::string_view voice, std::string_view text);
   // ASR: begins the conversation with the official ASR system turn
   // (LFM2.5-Audio: "Perform ASR.") and opens the user's turn. Then add the

@@ -155,8 +155,13 @@ Status Conversation::AddAudio(std::span<const float> samples, int sample_rate, i
 }
 
 Status Conversation::StartSpeech(std::string_view voice, std::string_view text) {
-  return Guard("Conversation::StartSpeech",
-               [&]() -> Status { return impl_->session->StartSpeech(voice, text); });
+  return Guard("Conversation::StartSpeech", [&]() -> Status {
+    // Nothing to say is the caller's mistake, not a prompt: the model would speak whatever it liked.
+    if (text.find_first_not_of(" \t\r\n\f\v") == std::string_view::npos) {
+      return InvalidArgument("the text to speak is empty; give the words to say");
+    }
+    return impl_->session->StartSpeech(voice, text);
+  });
 }
 
 Status Conversation::StartAsr() {
