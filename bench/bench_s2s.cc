@@ -6,6 +6,9 @@
 //   - real-time factor of the whole interleaved answer (wall time ÷ audio produced, the prompt's
 //     prefill included: "rtf"), and of the answer once it speaks (from the first PCM to the end ÷
 //     the audio produced after the first chunk: "rtf_speaking", what a live listener waits on);
+//   - the same answer warm ("rtf_warm", "first_audio_warm_s", "prefill_warm_s"): the system prompt
+//     and the user turn's opening prefilled before the question arrives (Conversation::Prefill, as a
+//     live session does while the user speaks), so only the question and what follows it remain;
 //   - TTS: time to the first audio sample and real-time factor of a sentence.
 //   bench_s2s [--model DIR] [--threads 1,2] [--max-new N] [--json]
 // DIR is a Hugging Face snapshot or a GGUF release (folder or one of its
@@ -34,6 +37,63 @@ using bench::Now;
 namespace {
 // A stage clock (StageTimings) per step or frame.
 double PerCount(double ms, int count) { return count > 0 ? ms / count : NAN; }
+
+// One spoken answer's clocks: t0 when the question has been heard (its file read and encoded by then:
+// question_encode), first_item / first_audio / t_end on the answer's way.
+struct Answer {
+  double question_encode = 0, t0 = 0, first_item = 0, first_audio = 0, t_end = 0;
+  size_t samples = 0, first_samples = 0;
+  GenerateSummary summary;
+  double audio_s(const AudioModel& m) const { return static_cast<double>(samples) / m.sample_rate(); }
+  // Wall time ÷ audio produced, the prompt's prefill included.
+  double rtf(const AudioModel& m) const { return samples ? (t_end - t0) / audio_s(m) : NAN; }
+  // From the first PCM to the end ÷ the audio after the first chunk: what a live listener waits on.
+  double rtf_speaking(const AudioModel& m) const {
+    const double after = static_cast<double>(samples - first_samples) / m.sample_rate();
+    return after > 0 ? (t_end - first_audio) / after : NAN;
+  }
+  double first_audio_s() const { return samples ? question_encode + (first_audio - t0) : NAN; }
+};
+
+// The speech-to-speech turn on a fresh conversation: the default system prompt, the user's turn holding
+// `question`, the interleaved answer. `warm`: everything before the question prefilled first
+// (Conversation::Prefill, what a live session does while the user speaks), outside the clocks.
+Status RunAnswer(Conversation& c, const std::string& question, const GenerateOptions& o, bool warm,
+                 Answer* a) {
+  c.Reset();
+  LFM_RETURN_IF_ERROR(c.StartChat());  // the model's default system prompt
+  LFM_RETURN_IF_ERROR(c.StartTurn("user"));
+  if (warm) LFM_RETURN_IF_ERROR(c.Prefill());
+  double t = Now();
+  LFM_RETURN_IF_ERROR(c.AddAudioFile(question));
+  a->question_encode = Now() - t;
+  LFM_RETURN_IF_ERROR(c.EndTurn());
+  LFM_RETURN_IF_ERROR(c.StartTurn("assistant"));
+  int items = 0;
+  OutputCallbacks cb;
+  cb.on_text = [&](int32_t, std::string_view) {
+    if (items++ == 0) a->first_item = Now();
+    return Status::Ok();
+  };
+  cb.on_audio_frame = [&](std::span<const int32_t>, bool) {
+    if (items++ == 0) a->first_item = Now();
+    return Status::Ok();
+  };
+  cb.on_pcm = [&](std::span<const float> pcm) {
+    if (a->samples == 0 && !pcm.empty()) {
+      a->first_audio = Now();
+      a->first_samples = pcm.size();
+    }
+    a->samples += pcm.size();
+    return Status::Ok();
+  };
+  a->t0 = Now();
+  Result<GenerateSummary> r = c.Generate(o, cb);
+  a->t_end = Now();
+  LFM_RETURN_IF_ERROR(r.status());
+  a->summary = *r;
+  return Status::Ok();
+}
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -99,75 +159,52 @@ int main(int argc, char** argv) {
       return 1;
     }
     const double encode = Now() - t0;
-    c.Reset();
-    // The speech-to-speech prompt around the spoken question. Generate runs the prompt's
-    // prefill first, so the time to the first item includes it.
-    (void)c.StartChat();  // the model's default system prompt
-    (void)c.StartTurn("user");
-    t0 = Now();
-    (void)c.AddAudioFile(src + "/tests/data/inputs/question.wav");
-    const double question_encode = Now() - t0;
-    (void)c.EndTurn();
-    (void)c.StartTurn("assistant");
-    GenerateOptions o = GenerateOptions::ForSpeechToSpeech(**model);
-    o.max_new_tokens = max_new;
-    double first_item = 0, first_audio = 0;
-    size_t samples = 0, first_samples = 0;
-    int items = 0;
-    OutputCallbacks cb;
-    cb.on_text = [&](int32_t, std::string_view) {
-      if (items++ == 0) first_item = Now();
-      return Status::Ok();
-    };
-    cb.on_audio_frame = [&](std::span<const int32_t>, bool) {
-      if (items++ == 0) first_item = Now();
-      return Status::Ok();
-    };
-    cb.on_pcm = [&](std::span<const float> pcm) {
-      if (samples == 0 && !pcm.empty()) {
-        first_audio = Now();
-        first_samples = pcm.size();
-      }
-      samples += pcm.size();
-      return Status::Ok();
-    };
-    t0 = Now();
-    auto r = c.Generate(o, cb);
-    const double t_end = Now();
-    const double total = Now() - t0;
-    if (!r.ok()) {
-      std::fprintf(stderr, "%s\n", r.status().ToString().c_str());
+    // The speech-to-speech prompt around the spoken question, cold: Generate runs the whole prompt's
+    // prefill (system prompt included) first, so the time to the first item includes it.
+    const GenerateOptions o = [&] {
+      GenerateOptions g = GenerateOptions::ForSpeechToSpeech(**model);
+      g.max_new_tokens = max_new;
+      return g;
+    }();
+    Answer cold, warm;
+    if (Status s = RunAnswer(c, src + "/tests/data/inputs/question.wav", o, false, &cold); !s.ok()) {
+      std::fprintf(stderr, "%s\n", s.ToString().c_str());
       return 1;
     }
-    const double audio_s = static_cast<double>(samples) / (*model)->sample_rate();
-    const double rtf = audio_s > 0 ? total / audio_s : NAN;
-    const double spoken_after_first = static_cast<double>(samples - first_samples) / (*model)->sample_rate();
-    const double rtf_speaking = spoken_after_first > 0 ? (t_end - first_audio) / spoken_after_first : NAN;
-    const double first_audio_s = samples ? question_encode + (first_audio - t0) : NAN;
-    const StageTimings& st = r->timings;
+    // Warm, as a live conversation: the system prompt and the user turn's opening prefilled while the
+    // user speaks (Conversation::Prefill), the clock started when the question has been heard.
+    if (Status s = RunAnswer(c, src + "/tests/data/inputs/question.wav", o, true, &warm); !s.ok()) {
+      std::fprintf(stderr, "%s\n", s.ToString().c_str());
+      return 1;
+    }
+    const StageTimings& st = cold.summary.timings;
+    const double audio_s = cold.audio_s(**model);
     if (json) {
       std::printf(
           "{\"bench\":\"s2s\",\"format\":\"%s\",\"threads\":%d,\"cpu\":\"%s\",\"amx\":%s,\"rtf\":%.3f,"
-          "\"rtf_speaking\":%.3f,\"first_audio_s\":%.3f,\"question_encode_s\":%.3f,\"encoder_rtf\":%.4f,"
-          "\"text_tokens\":%d,"
-          "\"audio_frames\":%d,\"audio_s\":%.2f,\"prefill_s\":%.3f,\"step_ms\":%.2f,\"depth_ms\":%.2f,"
-          "\"detokenizer_ms\":%.2f,\"read_gb_s\":%.2f,\"loadavg\":%.2f}\n",
-          format.c_str(), threads, bench::CpuModel().c_str(), amx ? "true" : "false", rtf, rtf_speaking,
-          first_audio_s, question_encode, encode / 10.0, r->text_tokens, r->audio_frames, audio_s,
-          st.prefill_ms * 1e-3, PerCount(st.backbone_step_ms, st.backbone_steps),
-          PerCount(st.depth_ms, st.depth_frames), PerCount(st.detokenizer_ms, st.depth_frames), read_gbs,
-          bench::LoadAverage());
+          "\"rtf_speaking\":%.3f,\"first_audio_s\":%.3f,\"rtf_warm\":%.3f,\"first_audio_warm_s\":%.3f,"
+          "\"question_encode_s\":%.3f,\"encoder_rtf\":%.4f,\"text_tokens\":%d,"
+          "\"audio_frames\":%d,\"audio_s\":%.2f,\"prefill_s\":%.3f,\"prefill_warm_s\":%.3f,\"step_ms\":%.2f,"
+          "\"depth_ms\":%.2f,\"detokenizer_ms\":%.2f,\"read_gb_s\":%.2f,\"loadavg\":%.2f}\n",
+          format.c_str(), threads, bench::CpuModel().c_str(), amx ? "true" : "false", cold.rtf(**model),
+          cold.rtf_speaking(**model), cold.first_audio_s(), warm.rtf(**model), warm.first_audio_s(),
+          cold.question_encode, encode / 10.0, cold.summary.text_tokens, cold.summary.audio_frames, audio_s,
+          st.prefill_ms * 1e-3, warm.summary.timings.prefill_ms * 1e-3,
+          PerCount(st.backbone_step_ms, st.backbone_steps), PerCount(st.depth_ms, st.depth_frames),
+          PerCount(st.detokenizer_ms, st.depth_frames), read_gbs, bench::LoadAverage());
     } else {
       std::printf(
           "threads %d: encoder 10 s clip in %.3f s (RTF %.3f) | question 4.9 s encoded in %.3f s, prefill + "
           "first item %.2f s | first audio sample %.2f s after the question | answer: %d text + %d frames, "
-          "%.2f s of speech in %.2f s (RTF %.2f; %.2f once speaking); read %.1f GB/s; prefill %.3f s, per "
-          "step "
-          "%.2f ms, per frame: depth head %.2f ms, detokenizer %.2f ms\n",
-          threads, encode, encode / 10.0, question_encode, first_item - t0, first_audio_s, r->text_tokens,
-          r->audio_frames, audio_s, total, rtf, rtf_speaking, read_gbs, st.prefill_ms * 1e-3,
-          PerCount(st.backbone_step_ms, st.backbone_steps), PerCount(st.depth_ms, st.depth_frames),
-          PerCount(st.detokenizer_ms, st.depth_frames));
+          "%.2f s of speech in %.2f s (RTF %.2f; %.2f once speaking) | warm (system prompt prefilled while "
+          "the user speaks): prefill %.3f s, first audio %.2f s, RTF %.2f | read %.1f GB/s; prefill %.3f s, "
+          "per step %.2f ms, per frame: depth head %.2f ms, detokenizer %.2f ms\n",
+          threads, encode, encode / 10.0, cold.question_encode, cold.first_item - cold.t0,
+          cold.first_audio_s(), cold.summary.text_tokens, cold.summary.audio_frames, audio_s,
+          cold.t_end - cold.t0, cold.rtf(**model), cold.rtf_speaking(**model),
+          warm.summary.timings.prefill_ms * 1e-3, warm.first_audio_s(), warm.rtf(**model), read_gbs,
+          st.prefill_ms * 1e-3, PerCount(st.backbone_step_ms, st.backbone_steps),
+          PerCount(st.depth_ms, st.depth_frames), PerCount(st.detokenizer_ms, st.depth_frames));
     }
     // TTS: one sentence, sequential generation, sampled audio.
     c.Reset();

@@ -301,6 +301,10 @@ static void Speak(const lfmvox_model* m, const lfmvox_model_info* info,
   for (size_t i = 0; i < prompt.count && i < 256; ++i) ids[i] = (int32_t)prompt.v[i];
   lfmvox_conversation* c = NewConversation(m, 1);
   REQUIRE_OK(lfmvox_conversation_add_tokens(c, ids, prompt.count));
+  /* The prompt run ahead of the generation, as a live conversation does while waiting: the rows below
+   * are still the trace's. */
+  REQUIRE_OK(lfmvox_conversation_prefill(c));
+  CHECK(lfmvox_conversation_prefill(NULL) == LFMVOX_INVALID_ARGUMENT, "prefill of a null handle");
   lfmvox_generate_options o;
   REQUIRE_OK(lfmvox_generate_options_preset(m, LFMVOX_PRESET_TTS, &o));
   CHECK(o.mode == LFMVOX_MODE_SEQUENTIAL && fabsf(o.audio_temperature - 0.8f) < 1e-6f &&

@@ -133,6 +133,66 @@ TEST(Engine, BatchedConversationsEqualEachAlone) {
   EXPECT_FALSE((*engine)->Step(five).ok());
 }
 
+// Conversation::Prefill runs the positions added so far (all but the last) ahead of Generate, as a live
+// conversation does while the user speaks: the next Generate gives the same ids, codes and PCM bit for bit
+// (a prefill in chunks equals one pass; here in passes of 16 rows, then the rest) on the first turn and on
+// more positions added after the reply; cached_positions shows the work done; a second Prefill has nothing to
+// do; Prefill while generating is refused and changes nothing. Reference: the same turns without Prefill.
+TEST(Engine, PrefillAheadGivesTheSameOutput) {
+  ASSERT_TRUE(Model());
+  const std::vector<int32_t> prompt = Prompt();
+  ASSERT_GT(prompt.size(), 16u) << "the prefill takes more than one pass of 16 rows";
+  const std::vector<int32_t> second = {prompt.begin(), prompt.begin() + 7};
+  auto turns = [&](bool ahead, Output* first_out, Output* second_out) {
+    auto engine = Engine::Create({.threads = 2, .max_batch = 1, .prefill_rows = 16, .max_clip_seconds = 1});
+    ASSERT_TRUE(engine.ok());
+    auto c = Conversation::Create(Model(), {.context = 256, .seed = 21, .engine = *engine});
+    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    Conversation& conv = **c;
+    ASSERT_TRUE(conv.Prefill().ok()) << "an empty conversation has nothing to prefill";
+    EXPECT_EQ(conv.context_stats().cached_positions, 0u);
+    ASSERT_TRUE(conv.AddTokens(prompt).ok());
+    if (ahead) {
+      ASSERT_TRUE(conv.Prefill().ok());
+      EXPECT_EQ(conv.context_stats().cached_positions, prompt.size() - 1);
+      ASSERT_TRUE(conv.Prefill().ok());
+      EXPECT_EQ(conv.context_stats().cached_positions, prompt.size() - 1);
+    } else {
+      EXPECT_EQ(conv.context_stats().cached_positions, 0u);
+    }
+    ASSERT_TRUE(conv.BeginGenerate(Options(*Model()), Collect(*first_out)).ok());
+    const size_t before = conv.context_stats().cached_positions;
+    const Status busy = conv.Prefill();
+    EXPECT_EQ(busy.code(), StatusCode::kInvalidArgument) << busy.ToString();
+    EXPECT_EQ(conv.context_stats().cached_positions, before);
+    Conversation* self[1] = {&conv};
+    while (conv.generating()) ASSERT_TRUE((*engine)->Step(self).ok());
+    auto r = conv.FinishGenerate();
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    first_out->summary = *r;
+    // The next turn (ids of the prompt's: the tiny model's vocabulary has no chat markers) after the
+    // reply; only the reply's last item and the new positions are uncached.
+    ASSERT_TRUE(conv.AddTokens(second).ok());
+    const size_t positions = conv.context_stats().positions;
+    if (ahead) {
+      ASSERT_TRUE(conv.Prefill().ok());
+      EXPECT_EQ(conv.context_stats().cached_positions, positions - 1);
+    } else {
+      EXPECT_LT(conv.context_stats().cached_positions, positions - second.size());
+    }
+    auto r2 = conv.Generate(Options(*Model()), Collect(*second_out));
+    ASSERT_TRUE(r2.ok()) << r2.status().ToString();
+    second_out->summary = *r2;
+  };
+  Output cold1, cold2, warm1, warm2;
+  turns(false, &cold1, &cold2);
+  turns(true, &warm1, &warm2);
+  ASSERT_GT(cold1.codes.size(), 0u) << "the TTS prompt speaks";
+  ASSERT_GT(cold2.text.size() + cold2.codes.size(), 0u);
+  ExpectSame(warm1, cold1, "first turn");
+  ExpectSame(warm2, cold2, "second turn");
+}
+
 TEST(Engine, ConcurrentGenerateOnOneEngineEqualsSequential) {
   ASSERT_TRUE(Model());
   const Output a = Alone(21), b = Alone(22);

@@ -389,6 +389,32 @@ TEST(Lfm3Api, EmptyTextToSpeakIsRefused) {
   EXPECT_GT((*c)->context_stats().positions, 0u);
 }
 
+// Conversation::Prefill on LFM3-Audio: the interleaved prompt's positions run ahead (all but the last),
+// and the turn is the same items and PCM bit for bit as without (Generate above); refused while generating.
+TEST(Lfm3Api, PrefillAheadGivesTheSameTurn) {
+  std::shared_ptr<const AudioModel> m = LoadModel();
+  ASSERT_NE(m, nullptr);
+  const Output cold = Generate(m, Prompt::kInterleaved, kText, 9, 40);
+  ASSERT_FALSE(cold.items.empty());
+  Result<std::unique_ptr<Conversation>> c = Conversation::Create(m, {.threads = 2, .seed = 9});
+  ASSERT_TRUE(c.ok());
+  ASSERT_TRUE(BuildPrompt(**c, Prompt::kInterleaved, kText).ok());
+  const size_t positions = (*c)->context_stats().positions;
+  ASSERT_GT(positions, 2u);
+  EXPECT_EQ((*c)->context_stats().cached_positions, 0u);
+  ASSERT_TRUE((*c)->Prefill().ok());
+  EXPECT_EQ((*c)->context_stats().cached_positions, positions - 1);
+  Output warm;
+  ASSERT_TRUE((*c)->BeginGenerate(Options(*m, Prompt::kInterleaved, 40), Collect(&warm)).ok());
+  EXPECT_EQ((*c)->Prefill().code(), StatusCode::kInvalidArgument);
+  ASSERT_TRUE((*c)->FinishGenerate().ok());  // stopped before its first item
+  EXPECT_TRUE(warm.items.empty());
+  Result<GenerateSummary> r = (*c)->Generate(Options(*m, Prompt::kInterleaved, 40), Collect(&warm));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(warm.items, cold.items);
+  EXPECT_TRUE(SamePcm(warm.pcm, cold.pcm));
+}
+
 TEST(Lfm3Api, CancelStopsBeforeTheNextItem) {
   std::shared_ptr<const AudioModel> m = LoadModel();
   ASSERT_NE(m, nullptr);

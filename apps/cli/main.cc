@@ -664,10 +664,11 @@ int Chat(int argc, char** argv) {
   if (!conv.ok()) return Fail(conv.status().message());
   lfmvox::Conversation& c = **conv;
   if (lfmvox::Status s = c.StartChat(system); !s.ok()) return Fail(s.message());
-  // One user turn (audio file or text), the assistant's answer, the turn closed.
-  auto turn = [&](const std::string& input, bool is_audio, const std::string& out_path) -> int {
+  // One user turn (audio file or text; the turn opened before unless `opened`), the assistant's answer,
+  // the turn closed.
+  auto turn = [&](const std::string& input, bool is_audio, const std::string& out_path, bool opened) -> int {
     const auto t0 = std::chrono::steady_clock::now();
-    lfmvox::Status s = c.StartTurn("user");
+    lfmvox::Status s = opened ? lfmvox::Status::Ok() : c.StartTurn("user");
     if (s.ok()) s = is_audio ? c.AddAudioFile(input) : c.AddText(input);
     if (s.ok()) s = c.EndTurn();
     if (s.ok()) s = c.StartTurn("assistant");
@@ -689,16 +690,26 @@ int Chat(int argc, char** argv) {
     if (lfmvox::Status es = c.EndTurn(); !es.ok()) return Fail(es.message());
     return 0;
   };
-  if (!interactive) return turn(*args.Get("in"), true, *args.Get("out"));
+  if (!interactive) return turn(*args.Get("in"), true, *args.Get("out"), false);
   std::string line;
   int n = 0;
   std::fprintf(stderr, "lfmvox chat: one turn per line (an audio file path, or text); end with Ctrl-D\n");
-  while (std::getline(std::cin, line)) {
+  for (bool opened = false;;) {
+    // While the user is still thinking: the next user turn opened and everything before it (the system
+    // prompt, the last reply) run through the backbone, so the answer starts sooner.
+    if (!opened) {
+      lfmvox::Status s = c.StartTurn("user");
+      if (s.ok()) s = c.Prefill();
+      if (!s.ok()) return Fail(s.message());
+      opened = true;
+    }
+    if (!std::getline(std::cin, line)) break;
     if (line.empty()) continue;
     std::error_code ec;
     const bool is_audio = std::filesystem::is_regular_file(line, ec);
     const std::string out_path = *args.Get("out-dir") + "/reply_" + std::to_string(++n) + ".wav";
-    if (int rc = turn(line, is_audio, out_path)) return rc;
+    if (int rc = turn(line, is_audio, out_path, opened)) return rc;
+    opened = false;
     std::fprintf(stderr, "[reply %d -> %s]\n", n, out_path.c_str());
   }
   return 0;

@@ -243,10 +243,11 @@ struct ConversationOptions {
 
 // How much of its context a conversation holds (Conversation::context_stats).
 struct ContextStats {
-  size_t positions = 0;        // history positions now
-  size_t context = 0;          // the most it holds
-  size_t state_bytes = 0;      // bytes of its history and caches (bounded by the context)
-  uint64_t dropped_turns = 0;  // turns ContextPolicy::kDropOldest dropped so far
+  size_t positions = 0;         // history positions now
+  size_t context = 0;           // the most it holds
+  size_t state_bytes = 0;       // bytes of its history and caches (bounded by the context)
+  uint64_t dropped_turns = 0;   // turns ContextPolicy::kDropOldest dropped so far
+  size_t cached_positions = 0;  // of positions, those already through the backbone (a generation, Prefill)
 };
 
 // A speech/text model's weights, tokenizer and speech decoder. The family is
@@ -374,9 +375,19 @@ class Conversation {
   bool generating() const;
   Result<GenerateSummary> FinishGenerate();
 
-  // Thread-safe: asks a running Generate, AddAudio or step to stop at its next
-  // check (between encoder layers, backbone passes and items). A generation
-  // stops with summary.cancelled; AddAudio returns a kCancelled status.
+  // Runs the backbone now over what was added since the last Generate or
+  // Prefill (all of it but the last position, which the next Generate feeds),
+  // so that the next Generate has that much less to do before its first item.
+  // For a live conversation: call it while waiting for the user (after
+  // StartChat and StartTurn("user"), after a reply's EndTurn), not on the way
+  // to an answer. What Generate produces is the same either way, bit for bit.
+  // An error while generating; Cancel() stops it (kCancelled; what ran stays).
+  Status Prefill();
+
+  // Thread-safe: asks a running Generate, AddAudio, Prefill or step to stop at
+  // its next check (between encoder layers, backbone passes and items). A
+  // generation stops with summary.cancelled; AddAudio and Prefill return a
+  // kCancelled status.
   void Cancel();
 
   // Barge-in: keeps only the first `samples` PCM samples' worth of the speech

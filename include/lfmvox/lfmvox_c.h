@@ -117,8 +117,13 @@ int lfmvox_conversation_create(const lfmvox_model* model, const lfmvox_conversat
                                lfmvox_conversation** out);
 void lfmvox_conversation_free(lfmvox_conversation* conversation);
 /* Thread-safe: a running generate stops at its next item (summary.cancelled),
- * a running add_audio with LFMVOX_CANCELLED. */
+ * a running add_audio or prefill with LFMVOX_CANCELLED. */
 int lfmvox_conversation_cancel(lfmvox_conversation* c);
+/* Runs the backbone now over what was added since the last generate or
+ * prefill (all but the last position), so the next generate starts sooner;
+ * for a live conversation, while waiting for the user. The next generate's
+ * output is the same either way (Conversation::Prefill in lfmvox.h). */
+int lfmvox_conversation_prefill(lfmvox_conversation* c);
 /* Barge-in: keeps the first `samples` PCM samples' worth (whole 80 ms frames,
  * rounded up) of the last generate's speech and drops what followed. */
 int lfmvox_conversation_truncate_speech(lfmvox_conversation* c, size_t samples);

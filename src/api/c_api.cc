@@ -354,6 +354,10 @@ int lfmvox_conversation_end_turn(lfmvox_conversation* c) {
   return LFMVOX_CONV_CALL("lfmvox_conversation_end_turn", c->conv->EndTurn());
 }
 
+int lfmvox_conversation_prefill(lfmvox_conversation* c) {
+  return LFMVOX_CONV_CALL("lfmvox_conversation_prefill", c->conv->Prefill());
+}
+
 int lfmvox_conversation_start_speech(lfmvox_conversation* c, const char* voice, const char* text) {
   return LFMVOX_CONV_CALL("lfmvox_conversation_start_speech",
                           (voice && text) ? c->conv->StartSpeech(voice, text)

@@ -203,6 +203,13 @@ Status Conversation::BeginGenerate(const GenerateOptions& options, const OutputC
 
 bool Conversation::generating() const { return impl_->session->generating(); }
 
+Status Conversation::Prefill() {
+  return Guard("Conversation::Prefill", [&]() -> Status {
+    std::lock_guard lock(impl_->core().mu);
+    return impl_->session->Prefill();
+  });
+}
+
 Result<GenerateSummary> Conversation::FinishGenerate() {
   return Guard("Conversation::FinishGenerate", [&]() -> Result<GenerateSummary> {
     std::lock_guard lock(impl_->core().mu);

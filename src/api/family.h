@@ -53,6 +53,9 @@ class FamilySession {
   virtual Status BeginGenerate(const GenerateOptions& options, const OutputCallbacks& out) = 0;
   virtual bool generating() const = 0;
   virtual Result<GenerateSummary> FinishGenerate() = 0;
+  // Conversation::Prefill: every uncached position but the last through the backbone now. Under the
+  // engine's lock.
+  virtual Status Prefill() = 0;
   virtual void Cancel() = 0;  // thread-safe
   virtual Status TruncateSpeech(size_t samples) = 0;
   virtual void Reset() = 0;

@@ -195,6 +195,7 @@ class Lfm25FamilySession final : public FamilySession {
   }
 
   bool generating() const override { return session_->generating(); }
+  Status Prefill() override { return session_->PrefillAhead(core_.team); }
 
   Result<GenerateSummary> FinishGenerate() override {
     if (!bridge_) return InvalidArgument("FinishGenerate without BeginGenerate");
@@ -265,7 +266,8 @@ class Lfm25FamilySession final : public FamilySession {
     return {.positions = session_->positions(),
             .context = session_->context(),
             .state_bytes = session_->state_bytes() + turns_.capacity() * sizeof(size_t),
-            .dropped_turns = dropped_};
+            .dropped_turns = dropped_,
+            .cached_positions = session_->cached_positions()};
   }
 
   Lfm25Session* session() { return session_.get(); }

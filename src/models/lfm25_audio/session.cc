@@ -438,13 +438,24 @@ Status Lfm25Session::Embed(const Position& p, float* out) const {
 Result<const float*> Lfm25Session::Prefill(ThreadTeam& team, TraceSink* sink) {
   TakeCancel();
   if (history_.empty()) return InvalidArgument("the conversation is empty; append a prompt first");
+  LFM_RETURN_IF_ERROR(Feed(history_.size(), team, sink));
+  return static_cast<const float*>(worker_->h_.data());
+}
+
+Status Lfm25Session::PrefillAhead(ThreadTeam& team) {
+  TakeCancel();
+  if (gen_.active) return InvalidArgument("the conversation is generating; prefill before or after it");
+  return history_.size() > cached_ + 1 ? Feed(history_.size() - 1, team, nullptr) : Status::Ok();
+}
+
+Status Lfm25Session::Feed(size_t end, ThreadTeam& team, TraceSink* sink) {
   Lfm25Worker& w = *worker_;
   const size_t H = static_cast<size_t>(model_.config().lfm.hidden_size);
   const Lfm2Stack& stack = model_.backbone().stack();
   float* x = w.x_.data();  // [n, H]
-  while (cached_ < history_.size()) {
+  while (cached_ < end) {
     if (TakeCancel()) return Cancelled("the prefill was cancelled");
-    const size_t n = std::min({state_.max_rows(), w.options_.max_rows, history_.size() - cached_});
+    const size_t n = std::min({state_.max_rows(), w.options_.max_rows, end - cached_});
     for (size_t r = 0; r < n; ++r) LFM_RETURN_IF_ERROR(Embed(history_[cached_ + r], x + r * H));
     if (sink) sink->Record("in_emb", x, n, H, H);
     const StageTimer timer(w.prefill_mode_, team, static_cast<double>(n));  // parallel or inline, by measure
@@ -458,7 +469,7 @@ Result<const float*> Lfm25Session::Prefill(ThreadTeam& team, TraceSink* sink) {
     std::copy_n(x + (n - 1) * H, H, w.h_.data());
     cached_ += n;
   }
-  return static_cast<const float*>(w.h_.data());
+  return Status::Ok();
 }
 
 Status Lfm25Session::Truncate(size_t positions) {

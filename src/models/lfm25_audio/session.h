@@ -218,6 +218,11 @@ class Lfm25Session {
   // Runs the backbone over every position not in the cache yet; returns the
   // last position's final-normed hidden state [H].
   Result<const float*> Prefill(ThreadTeam& team, TraceSink* sink = nullptr);
+  // Runs the backbone now over every uncached position but the last, which the next generation step
+  // feeds (it samples from that position's state): the work of the next step's prefill done ahead,
+  // e.g. while a live conversation waits for the user. The items generated after are the same bits
+  // (a prefill in chunks equals one pass). Not while generating.
+  Status PrefillAhead(ThreadTeam& team);
 
   // Thread-safe: asks a running AppendAudio, Prefill or generation to stop at
   // its next check (between encoder layers, backbone passes and steps). The
@@ -292,6 +297,9 @@ class Lfm25Session {
   Status CheckRoom(size_t more) const;
   Status Embed(const Position& p, float* out) const;
   Status AppendFrame(std::span<const int32_t> codes);
+  // Feeds positions [cached_, end) through the backbone in passes of the worker's rows; the last row of
+  // each pass final-normed into the worker's h_ (every row into `sink`, when given).
+  Status Feed(size_t end, ThreadTeam& team, TraceSink* sink);
   bool TakeCancel() { return cancel_.exchange(false, std::memory_order_relaxed); }
   void Finish(Status status);
   // Ends the generation as cancelled if Cancel() was called since the last check.

@@ -195,6 +195,9 @@ class Lfm3FamilySession final : public FamilySession {
   }
 
   bool generating() const override { return session_->generating(); }
+  Status Prefill() override {
+    return session_->PrefillAhead(*static_cast<Lfm3FamilyWorker*>(worker_.get())->worker, core_.team);
+  }
 
   Result<GenerateSummary> FinishGenerate() override {
     if (!bridge_) return InvalidArgument("FinishGenerate without BeginGenerate");
@@ -254,7 +257,9 @@ class Lfm3FamilySession final : public FamilySession {
 
   // state_bytes is not counted for this family (0); positions never pass the context (kStop).
   ContextStats context_stats() const override {
-    return {.positions = session_->positions(), .context = session_->context()};
+    return {.positions = session_->positions(),
+            .context = session_->context(),
+            .cached_positions = session_->cached_positions()};
   }
 
   Lfm3Session* session() { return session_.get(); }

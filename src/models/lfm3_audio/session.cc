@@ -373,6 +373,26 @@ void Lfm3Session::OnFrame() {
   if (Status s = gen_.sink->OnAudioFrame(depth_.codes(), eoa); !s.ok()) Finish(std::move(s));
 }
 
+Status Lfm3Session::PrefillAhead(Lfm3Worker& w, ThreadTeam& team) {
+  TakeCancel();
+  if (gen_.active) return InvalidArgument("the conversation is generating; prefill before or after it");
+  if (&w.model_ != &model_) return InvalidArgument("a worker of another model");
+  if (context_ > w.options_.max_context || prefill_chunk_ > w.options_.max_rows) {
+    return InvalidArgument("the session's context or prefill chunk is larger than this worker was sized for");
+  }
+  const Lfm3Stack& stack = model_.backbone().stack();
+  const size_t H = static_cast<size_t>(model_.backbone().hidden());
+  float* x = w.x_.data();
+  for (const size_t end = history_.empty() ? 0 : history_.size() - 1; cached_ < end;) {
+    if (TakeCancel()) return Cancelled("the prefill was cancelled");
+    const size_t n = std::min({state_.max_rows(), w.options_.max_rows, end - cached_});
+    for (size_t r = 0; r < n; ++r) LFM_RETURN_IF_ERROR(Embed(history_[cached_ + r], x + r * H));
+    LFM_RETURN_IF_ERROR(Lfm3Forward(stack, state_, x, n, w.backbone_, team, nullptr));
+    cached_ += n;
+  }
+  return Status::Ok();
+}
+
 Status StepLfm3Sessions(std::span<Lfm3Session* const> sessions, Lfm3Worker& w, ThreadTeam& team) {
   if (sessions.size() > w.options_.max_batch) {
     return OutOfRange(StrFormat("%zu sessions in one step exceed the worker's batch of %zu", sessions.size(),

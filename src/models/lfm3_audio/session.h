@@ -119,6 +119,7 @@ class Lfm3Worker {
 
  private:
   friend Status StepLfm3Sessions(std::span<Lfm3Session* const>, Lfm3Worker&, ThreadTeam&);
+  friend class Lfm3Session;
   Lfm3Worker(const Lfm3AudioModel& model, const Lfm3WorkerOptions& options, Lfm3Scratch backbone,
              Lfm3DepthScratch depth);
 
@@ -172,7 +173,14 @@ class Lfm3Session {
   StageTimings TakeTimings() { return std::exchange(timings_, StageTimings{}); }
   const Status& generation_status() const { return gen_.status; }
 
-  // Thread-safe: the running generation stops at its next check (result.cancelled).
+  // Runs the backbone now over every uncached position but the last, which the next generation step
+  // feeds (it samples from that position's state), with `worker`'s scratch: the work of the next
+  // step's prefill done ahead, e.g. while a live conversation waits for the user. The items generated
+  // after are the same bits (a prefill in chunks equals one pass). Not while generating; Cancel()
+  // stops it between passes (kCancelled; what ran stays cached).
+  Status PrefillAhead(Lfm3Worker& worker, ThreadTeam& team);
+
+  // Thread-safe: the running generation (or PrefillAhead) stops at its next check (result.cancelled).
   void Cancel() { cancel_.store(true, std::memory_order_relaxed); }
   // Stops the generation with `status` (a consumer of its items failed after the step).
   void Abort(Status status) { Finish(std::move(status)); }
@@ -181,6 +189,7 @@ class Lfm3Session {
   void Reset();  // an empty conversation, the streams reseeded
 
   size_t positions() const { return history_.size(); }
+  size_t cached_positions() const { return cached_; }
   size_t context() const { return context_; }
   bool is_frame(size_t i) const { return history_[i].frame; }
   int32_t token(size_t i) const { return history_[i].index; }
