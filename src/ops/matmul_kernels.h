@@ -48,6 +48,12 @@ struct AmxUnits {
   bool int8 = false;
 };
 AmxUnits AmxGranted();
+// The 64-byte operand of LDTILECFG (palette 1): each tile's rows and bytes a row.
+struct alignas(64) AmxTileConfig {
+  uint8_t palette = 1, start_row = 0, reserved[14] = {};
+  uint16_t colsb[16] = {};
+  uint8_t rows[16] = {};
+};
 // Q8_0 / Q4_0 W in WeightLayout::kSteps16 on AMX-INT8 (matmul_quant_amx.cc), for the AVX3_DL target of
 // the integer engine (matmul_quant-inl.h), whose bits it gives: QuantAmxFor(f, m) says whether to call
 // it (this CPU has the unit, f is one of the two and m rows pay for the W tiles' preparation). X comes

@@ -147,15 +147,9 @@ LFMVOX_AVX512 void PrepareWTile(const MatrixView& w, size_t j, size_t nv, size_t
     PrepareStep(w.format, rows, nv, s * (C + 32), 4 * t, Steps16TailScalesAt(s, C, t, q), t, 16 * s, out);
 }
 
-struct alignas(64) TileConfig {
-  uint8_t palette = 1, start_row = 0, reserved[14] = {};
-  uint16_t colsb[16] = {};
-  uint8_t rows[16] = {};
-};
-
 // Sums 0-3 and X 4-5 with `rows` rows (64 / 32 bytes), W 6-7 with 8 rows of 64 bytes (K = 32).
 __attribute__((target("amx-tile"))) void Configure(size_t rows) {
-  TileConfig cfg;
+  internal::AmxTileConfig cfg;
   for (int t = 0; t < 8; ++t) {
     cfg.rows[t] = static_cast<uint8_t>(t >= 6 ? 8 : rows);
     cfg.colsb[t] = t == 4 || t == 5 ? 32 : 64;

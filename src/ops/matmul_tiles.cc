@@ -115,12 +115,6 @@ __attribute__((target("avx512f,avx512bw"))) void SplitX(const float* x, size_t m
   }
 }
 
-struct alignas(64) TileConfig {
-  uint8_t palette = 1, start_row = 0, reserved[14] = {};
-  uint16_t colsb[16] = {};
-  uint8_t rows[16] = {};
-};
-
 // One X block against TG tiles of W rows over all kc chunks into c[TG][16 × 16].
 template <int TG>
 __attribute__((target("amx-tile,amx-bf16"))) inline void GroupBlock(const uint16_t* wg, size_t kc,
@@ -160,7 +154,7 @@ __attribute__((target("amx-tile,amx-bf16"))) inline void GroupBlock(const uint16
 
 // The X tiles (4-6) and accumulators (0-3) with `rows` rows, W's (7) with 16 (its 32 columns as 16 pairs).
 __attribute__((target("amx-tile"))) void Configure(size_t rows) {
-  TileConfig cfg;
+  internal::AmxTileConfig cfg;
   for (int t = 0; t < 8; ++t) {
     cfg.rows[t] = static_cast<uint8_t>(t == 7 ? kTileRows : rows);
     cfg.colsb[t] = 64;
