@@ -1,12 +1,13 @@
 // The public Engine: conversations batched in Engine::Step produce the same text ids, audio codes
 // and PCM samples (bit for bit) as each conversation generated alone on a private engine; two
 // threads generating on one engine at once get the same results as one after the other; Cancel
-// and TruncateSpeech through the public API. Model: the oracle lfm25_tiny checkpoint with its
-// detokenizer (tests/data/lfm25_tiny); prompt: its tts/text_ids trace, generated with the TTS
-// preset's sampling (seeded) so every conversation takes its own path. The reference is the
-// unbatched run, so the tolerance is zero.
+// and TruncateSpeech through the public API; Prefill ahead of Generate changes no bit of the answer. Model:
+// the oracle lfm25_tiny checkpoint with its detokenizer (tests/data/lfm25_tiny); prompt: its tts/text_ids
+// trace, generated with the TTS preset's sampling (seeded) so every conversation takes its own path. The
+// reference is the unbatched run, so the tolerance is zero.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -191,6 +192,42 @@ TEST(Engine, PrefillAheadGivesTheSameOutput) {
   ASSERT_GT(cold2.text.size() + cold2.codes.size(), 0u);
   ExpectSame(warm1, cold1, "first turn");
   ExpectSame(warm2, cold2, "second turn");
+}
+
+// Prefill ahead over speech in: a prompt holding an encoded clip (AUDIO_IN positions) between text, prefilled
+// ahead, gives the interleaved answer (text ids, codes, PCM) of the same prompt without it, bit for bit.
+TEST(Engine, PrefillAheadOverSpeechInGivesTheSameAnswer) {
+  ASSERT_TRUE(Model());
+  const std::vector<int32_t> prompt = Prompt();
+  std::vector<float> clip(12000);  // 0.75 s at 16 kHz: a chirp
+  for (size_t i = 0; i < clip.size(); ++i) {
+    const double t = static_cast<double>(i) / 16000;
+    clip[i] = static_cast<float>(0.3 * std::sin(2 * 3.14159265358979 * (200 + 300 * t) * t));
+  }
+  auto answer = [&](bool ahead, Output* out) {
+    auto c = Conversation::Create(Model(), {.threads = 2, .context = 256, .seed = 5});
+    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    Conversation& conv = **c;
+    ASSERT_TRUE(conv.AddTokens({prompt.data(), 10}).ok());
+    ASSERT_TRUE(conv.AddAudio(clip, 16000).ok());
+    const size_t with_clip = conv.context_stats().positions;
+    ASSERT_GT(with_clip, 11u) << "the clip adds positions";
+    if (ahead) {
+      ASSERT_TRUE(conv.Prefill().ok());
+      EXPECT_EQ(conv.context_stats().cached_positions, with_clip - 1);
+    }
+    ASSERT_TRUE(conv.AddTokens({prompt.data() + 10, prompt.size() - 10}).ok());
+    GenerateOptions o = GenerateOptions::ForSpeechToSpeech(*Model());
+    o.max_new_tokens = 30;
+    auto r = conv.Generate(o, Collect(*out));
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    out->summary = *r;
+  };
+  Output cold, warm;
+  answer(false, &cold);
+  answer(true, &warm);
+  ASSERT_GT(cold.text.size() + cold.codes.size(), 0u);
+  ExpectSame(warm, cold, "speech in, prefilled ahead");
 }
 
 TEST(Engine, ConcurrentGenerateOnOneEngineEqualsSequential) {
