@@ -664,12 +664,11 @@ int Chat(int argc, char** argv) {
   if (!conv.ok()) return Fail(conv.status().message());
   lfmvox::Conversation& c = **conv;
   if (lfmvox::Status s = c.StartChat(system); !s.ok()) return Fail(s.message());
-  // One user turn (audio file or text; the turn opened before unless `opened`), the assistant's answer,
-  // the turn closed.
-  auto turn = [&](const std::string& input, bool is_audio, const std::string& out_path, bool opened) -> int {
+  // The user's turn (opened by the caller) given its audio file or text, the assistant's answer, the turn
+  // closed.
+  auto turn = [&](const std::string& input, bool is_audio, const std::string& out_path) -> int {
     const auto t0 = std::chrono::steady_clock::now();
-    lfmvox::Status s = opened ? lfmvox::Status::Ok() : c.StartTurn("user");
-    if (s.ok()) s = is_audio ? c.AddAudioFile(input) : c.AddText(input);
+    lfmvox::Status s = is_audio ? c.AddAudioFile(input) : c.AddText(input);
     if (s.ok()) s = c.EndTurn();
     if (s.ok()) s = c.StartTurn("assistant");
     if (!s.ok()) return Fail(s.message());
@@ -690,7 +689,10 @@ int Chat(int argc, char** argv) {
     if (lfmvox::Status es = c.EndTurn(); !es.ok()) return Fail(es.message());
     return 0;
   };
-  if (!interactive) return turn(*args.Get("in"), true, *args.Get("out"), false);
+  if (!interactive) {
+    if (lfmvox::Status s = c.StartTurn("user"); !s.ok()) return Fail(s.message());
+    return turn(*args.Get("in"), true, *args.Get("out"));
+  }
   std::string line;
   int n = 0;
   std::fprintf(stderr, "lfmvox chat: one turn per line (an audio file path, or text); end with Ctrl-D\n");
@@ -708,7 +710,7 @@ int Chat(int argc, char** argv) {
     std::error_code ec;
     const bool is_audio = std::filesystem::is_regular_file(line, ec);
     const std::string out_path = *args.Get("out-dir") + "/reply_" + std::to_string(++n) + ".wav";
-    if (int rc = turn(line, is_audio, out_path, opened)) return rc;
+    if (int rc = turn(line, is_audio, out_path)) return rc;
     opened = false;
     std::fprintf(stderr, "[reply %d -> %s]\n", n, out_path.c_str());
   }

@@ -373,13 +373,18 @@ void Lfm3Session::OnFrame() {
   if (Status s = gen_.sink->OnAudioFrame(depth_.codes(), eoa); !s.ok()) Finish(std::move(s));
 }
 
+Status Lfm3Session::FitsWorker(const Lfm3Worker& w) const {
+  if (&w.model_ != &model_) return InvalidArgument("a session of another model than the worker's");
+  if (context_ > w.options_.max_context || prefill_chunk_ > w.options_.max_rows) {
+    return InvalidArgument("a session's context or prefill chunk is larger than this worker was sized for");
+  }
+  return Status::Ok();
+}
+
 Status Lfm3Session::PrefillAhead(Lfm3Worker& w, ThreadTeam& team) {
   TakeCancel();
   if (gen_.active) return InvalidArgument("the conversation is generating; prefill before or after it");
-  if (&w.model_ != &model_) return InvalidArgument("a worker of another model");
-  if (context_ > w.options_.max_context || prefill_chunk_ > w.options_.max_rows) {
-    return InvalidArgument("the session's context or prefill chunk is larger than this worker was sized for");
-  }
+  LFM_RETURN_IF_ERROR(FitsWorker(w));
   const Lfm3Stack& stack = model_.backbone().stack();
   const size_t H = static_cast<size_t>(model_.backbone().hidden());
   float* x = w.x_.data();
@@ -399,10 +404,7 @@ Status StepLfm3Sessions(std::span<Lfm3Session* const> sessions, Lfm3Worker& w, T
                                 w.options_.max_batch));
   }
   for (size_t i = 0; i < sessions.size(); ++i) {
-    if (&sessions[i]->model_ != &w.model_) return InvalidArgument("a session of another model in this step");
-    if (sessions[i]->context_ > w.options_.max_context || sessions[i]->prefill_chunk_ > w.options_.max_rows) {
-      return InvalidArgument("a session's context or prefill chunk is larger than this worker was sized for");
-    }
+    LFM_RETURN_IF_ERROR(sessions[i]->FitsWorker(w));
     for (size_t j = 0; j < i; ++j) {
       if (sessions[j] == sessions[i]) return InvalidArgument("a session appears twice in one step");
     }

@@ -214,6 +214,8 @@ class Lfm3Session {
   Lfm3Session(const Lfm3AudioModel& model, Lfm3State state, Lfm3DepthState depth, Sampler text,
               const Lfm3SessionOptions& options);
   Status CheckRoom(size_t more) const;
+  // Whether `w` was made for this session's model, context and prefill chunk.
+  Status FitsWorker(const Lfm3Worker& w) const;
   Status Embed(const Position& p, float* out) const;
   void AppendFrame(std::span<const int32_t> codes);
   bool TakeCancel() { return cancel_.exchange(false, std::memory_order_relaxed); }
