@@ -91,14 +91,17 @@ constexpr size_t kXBlockBytes = 256 * 1024;
 // four interleaved rounds at k = 2048 / 1024 (one linear read loop: 32): 1 × 8 next tile 18.2 / 14.0,
 // 1 × 8 no prefetch 20.5 / 13.4, 1 × 2 with the stream 8 KiB ahead 25.8 / 29.1, 16 KiB 26.4 / 27.2,
 // 1 × 1 (one FMA chain, latency-bound) 26.5 / 29.1.
-// The stream's lines go to L1 while X's row fits beside them (kDecodeL1XBytes), else to L2, and the
-// tile is then 1 × 8, each X vector loaded for 8 FMAs: at k = 4096 and 8192 W's lines arriving in L1
-// evicted X's (1 × 2 with the stream to L1 15.2 / 13.7 GB/s, to L2 27.2 / 26.5, the same loop; at k =
-// 2048 L1 28.5, L2 25.0). bench_quant [2048×8192] F16, three interleaved rounds: 1 × 2 to L2 23.4–27.1,
-// 1 × 8 to L2 25.7–27.8 GB/s.
+// The stream's lines go to L1 while X's row fits beside them (DecodeL1XBytes: AMD 8 KiB, Intel 4 KiB),
+// else to L2, and the tile is then 1 × 8, each X vector loaded for 8 FMAs: at k = 4096 and 8192 W's lines
+// arriving in L1 evicted X's (1 × 2 with the stream to L1 15.2 / 13.7 GB/s, to L2 27.2 / 26.5, the same
+// loop; at k = 2048 L1 28.5, L2 25.0). bench_quant [2048×8192] F16, three interleaved rounds: 1 × 2 to L2
+// 23.4–27.1, 1 × 8 to L2 25.7–27.8 GB/s. On Intel (Emerald Rapids Xeon, 48 KiB L1, whose L1 misses wait
+// on 16 fill buffers) k = 2048 reads faster 1 × 8 to L2: bench_quant cold m = 1 F16 [8192×2048] 1 thread
+// 15.2 → 17.0–17.3 GB/s, 2 threads 31.2 → 33.4–34.2 (Q8_0 17.3 / 34.0 the same minutes), bench_backbone F16
+// decode 6.6 → 7.2 tok/s (1 thread), 12.7 → 13.9 (2), three alternating rounds each; k = 512 (W in L3)
+// stays faster 1 × 2 to L1 there too (bench_ops [2304×512] 39.6–40.8 GB/s against 34.6–36.1).
 constexpr bool kDecodeStream = true;
 constexpr size_t kDecodePrefetchBytes = 8192;
-constexpr size_t kDecodeL1XBytes = 8192;
 HWY_INLINE void DecodePrefetch(const uint8_t* p, bool to_l1) {
   if (to_l1) {
     hwy::Prefetch(p);
@@ -109,7 +112,6 @@ HWY_INLINE void DecodePrefetch(const uint8_t* p, bool to_l1) {
 #else
 constexpr bool kDecodeStream = false;
 constexpr size_t kDecodePrefetchBytes = 0;
-constexpr size_t kDecodeL1XBytes = 0;
 HWY_INLINE void DecodePrefetch(const uint8_t*, bool) {}
 #endif
 
@@ -196,6 +198,7 @@ struct MatMulArgs {
   const float* bias;  // nullable
   float* y;
   size_t ldy;
+  size_t decode_l1x_bytes;  // the longest X row (bytes) whose decode stream prefetches to L1 (kDecodeStream)
 };
 
 // Y[i .. i+R, j .. j+NR) = the lane sums of a tile's accumulators (+ bias).
@@ -232,7 +235,7 @@ HWY_NOINLINE void Tile(const MatMulArgs& a, size_t i, size_t j) {
   const size_t ahead =
       kStream && tile_bytes != 0 ? (kDecodePrefetchBytes + tile_bytes - 1) / tile_bytes * tile_bytes : 0;
   const uint8_t* pf = w + ahead;
-  const bool x_in_l1 = k * sizeof(float) <= kDecodeL1XBytes;
+  const bool x_in_l1 = k * sizeof(float) <= a.decode_l1x_bytes;
   const uint8_t* due = pf;
   size_t q = 0;
   for (; q + N <= k; q += N) {
@@ -417,7 +420,7 @@ template <class Fmt, size_t R = 1>
 HWY_INLINE void SweepSmallM(const MatMulArgs& a, size_t m, size_t j0, size_t j1) {
   if constexpr (R < kMR) {
     if constexpr (R == 1 && kDecodeStream) {
-      if (m == 1 && a.k * sizeof(float) > kDecodeL1XBytes) return Sweep<8, 1, 1, Fmt>(a, 0, m, j0, j1);
+      if (m == 1 && a.k * sizeof(float) > a.decode_l1x_bytes) return Sweep<8, 1, 1, Fmt>(a, 0, m, j0, j1);
     }
     if (m == R) return Sweep<kNrForR[R], R, R, Fmt>(a, 0, m, j0, j1);
     SweepSmallM<Fmt, R + 1>(a, m, j0, j1);
@@ -478,7 +481,8 @@ template <class Fmt>
 void MatMulWith(const float* x, size_t m, size_t ldx, const MatrixView& w, const float* bias, float* y,
                 size_t ldy, ThreadTeam& team) {
   if (m == 0 || w.rows == 0) return;
-  const MatMulArgs a{x, ldx, static_cast<const uint8_t*>(w.data), w.row_bytes, w.cols, bias, y, ldy};
+  const MatMulArgs a{x, ldx, static_cast<const uint8_t*>(w.data),           w.row_bytes, w.cols, bias,
+                     y, ldy, kDecodeStream ? internal::DecodeL1XBytes() : 0};
   // Shares in multiples of 24 W rows: whole tiles for every NR (all divide 24).
   team.ParallelFor(w.rows, 24, [&](size_t j0, size_t j1) { MatMulColumns<Fmt>(a, m, j0, j1); });
 }

@@ -54,6 +54,18 @@ internal::QuantScratch& internal::ThreadQuantScratch() {
   return scratch;
 }
 
+size_t internal::DecodeL1XBytes() {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  static const size_t bytes = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_is("intel") ? size_t{4096} : size_t{8192};
+  }();
+  return bytes;
+#else
+  return 8192;
+#endif
+}
+
 bool HasMatMulKernel(WeightFormat f) { return KernelsFor(f) != nullptr; }
 
 bool PrefersSteps16Layout(WeightFormat f) {

@@ -93,6 +93,11 @@ struct QuantScratch {
 };
 QuantScratch& ThreadQuantScratch();
 
+// The float kernels' decode on AVX-512 (matmul-inl.h, kDecodeStream): the longest X row, in bytes, for
+// which the W stream is prefetched to L1 by a 1 × 2 tile; longer rows get 1 × 8 tiles and an L2 stream.
+// Which one reads DRAM faster depends on the core (measured there): 4 KiB on Intel, 8 KiB elsewhere.
+size_t DecodeL1XBytes();
+
 }  // namespace lfmvox::ops::internal
 
 // The HWY_ONCE part of matmul_<format>.cc, given the decoder's TU defines
