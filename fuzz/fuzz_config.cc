@@ -12,7 +12,9 @@
 #include "io/json_config.h"
 #include "models/lfm25_audio/config.h"
 #include "models/lfm25_audio/lfm2_config.h"
+#ifdef LFMVOX_WITH_LFM3
 #include "models/lfm3_audio/lfm3_config.h"
+#endif
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
@@ -30,7 +32,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       (void)lfmvox::Lfm2Config::FromJson(*j, "config.json");
       break;
     default:
+#ifdef LFMVOX_WITH_LFM3
       (void)lfmvox::Lfm3Config::FromJson(*j, "config.json");
+#endif
       break;
   }
   return 0;

@@ -418,6 +418,7 @@ static void Detokenize(void) {
   free(ref.v);
 }
 
+#ifdef LFMVOX_WITH_LFM3 /* a build with the LFM3-Audio family (LFMVOX_FAMILIES) */
 /* LFM3-Audio's codec through the same calls (lfm3_tiny/traces/codec__T4__{codes,pcm}.npy): 12 codes a
  * frame, frame-major in the trace; end-of-audio (2016) is not a code a stream takes. The model itself
  * (backbone) is not supported yet: loading it is an error naming the family. */
@@ -465,6 +466,7 @@ static void Lfm3Codec(void) {
   free(codes.v);
   free(ref.v);
 }
+#endif
 
 static void ErrorPaths(const lfmvox_model* m) {
   const char* missing = "/nonexistent/lfmvox_c_api_missing_model";
@@ -602,7 +604,9 @@ int main(void) {
   Transcribe(m);
   Speak(m, &info, &dinfo);
   Detokenize();
+#ifdef LFMVOX_WITH_LFM3
   Lfm3Codec();
+#endif
   ErrorPaths(m);
   ContextPolicy(m);
   lfmvox_model_free(m);
