@@ -481,8 +481,8 @@ template <class Fmt>
 void MatMulWith(const float* x, size_t m, size_t ldx, const MatrixView& w, const float* bias, float* y,
                 size_t ldy, ThreadTeam& team) {
   if (m == 0 || w.rows == 0) return;
-  const MatMulArgs a{x, ldx, static_cast<const uint8_t*>(w.data),           w.row_bytes, w.cols, bias,
-                     y, ldy, kDecodeStream ? internal::DecodeL1XBytes() : 0};
+  const size_t l1x = kDecodeStream ? internal::DecodeL1XBytes() : 0;
+  const MatMulArgs a{x, ldx, static_cast<const uint8_t*>(w.data), w.row_bytes, w.cols, bias, y, ldy, l1x};
   // Shares in multiples of 24 W rows: whole tiles for every NR (all divide 24).
   team.ParallelFor(w.rows, 24, [&](size_t j0, size_t j1) { MatMulColumns<Fmt>(a, m, j0, j1); });
 }
