@@ -97,7 +97,7 @@ constexpr size_t kXBlockBytes = 256 * 1024;
 // loop; at k = 2048 L1 28.5, L2 25.0). bench_quant [2048×8192] F16, three interleaved rounds: 1 × 2 to L2
 // 23.4–27.1, 1 × 8 to L2 25.7–27.8 GB/s. On Intel (Emerald Rapids Xeon, 48 KiB L1, whose L1 misses wait
 // on 16 fill buffers) k = 2048 reads faster 1 × 8 to L2: bench_quant cold m = 1 F16 [8192×2048] 1 thread
-// 15.2 → 17.0–17.3 GB/s, 2 threads 31.2 → 33.4–34.2 (Q8_0 17.3 / 34.0 the same minutes), bench_backbone F16
+// 15.2 → 17.0–17.3 GB/s, 2 threads 31.2 → 33.4–35.8 (Q8_0 17.3 / 34.0 the same minutes), bench_backbone F16
 // decode 6.6 → 7.2 tok/s (1 thread), 12.7 → 13.9 (2), three alternating rounds each; k = 512 (W in L3)
 // stays faster 1 × 2 to L1 there too (bench_ops [2304×512] 39.6–40.8 GB/s against 34.6–36.1).
 constexpr bool kDecodeStream = true;

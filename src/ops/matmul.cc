@@ -55,15 +55,14 @@ internal::QuantScratch& internal::ThreadQuantScratch() {
 }
 
 size_t internal::DecodeL1XBytes() {
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
   static const size_t bytes = [] {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
     __builtin_cpu_init();
-    return __builtin_cpu_is("intel") ? size_t{4096} : size_t{8192};
+    if (__builtin_cpu_is("intel")) return size_t{4096};
+#endif
+    return size_t{8192};
   }();
   return bytes;
-#else
-  return 8192;
-#endif
 }
 
 bool HasMatMulKernel(WeightFormat f) { return KernelsFor(f) != nullptr; }
