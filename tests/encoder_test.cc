@@ -244,7 +244,8 @@ TEST(ConformerConfig, RejectsUnsupportedValues) {
       {"d_model", "64", StatusCode::kInvalidArgument},
       {"xscaling", 1, StatusCode::kInvalidArgument},
       {"n_layers", 0, StatusCode::kOutOfRange},
-      {"some_new_key", 1, StatusCode::kInvalidArgument},
+      {"use_bias", false, StatusCode::kUnimplemented},  // NeMo keys liquid-audio runs at their default
+      {"global_tokens", 4, StatusCode::kUnimplemented},
   };
   for (const Bad& b : bad) {
     json j = good;
@@ -271,6 +272,11 @@ TEST(ConformerConfig, RejectsUnsupportedValues) {
   EXPECT_EQ(r->subsampling_channels, r->d_model);
   EXPECT_FALSE(r->xscaling);
   EXPECT_EQ(r->subsampled_bins(), 16);
+  // Keys the engine does not use (training-only, library metadata) are ignored, not refused.
+  j["stochastic_depth_drop_prob"] = 0.1;
+  j["torch_dtype"] = "bfloat16";
+  j["use_bias"] = true;
+  EXPECT_TRUE(ConformerConfig::FromJson(j, where).ok());
   EXPECT_FALSE(AudioEncoder::Load(*c.ckpt, ConformerConfig{}, c.hidden).ok());
 }
 

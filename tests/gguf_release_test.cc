@@ -17,7 +17,9 @@
 
 #include "io/gguf.h"
 #include "io/gguf_writer.h"
+#include "lfmvox/lfmvox.h"
 #include "models/lfm25_audio/detokenizer.h"
+#include "models/lfm25_audio/log_mel.h"
 #include "models/lfm25_audio/session.h"
 #include "pipeline_util.h"
 #include "tensor/quant.h"
@@ -104,7 +106,8 @@ TEST(GgufRelease, BackboneInventoryAndTypes) {
   EXPECT_EQ(*mm->metadata().GetString("clip.projector_type"), "lfm2a");
   for (const GgufTensor& t : mm->tensors()) {
     const bool conv_module = t.name.find("conv") != std::string::npos;
-    if (conv_module || t.n_dims == 1) {
+    const bool pointwise = t.name.find("conv_pw") != std::string::npos && t.name.ends_with(".weight");
+    if ((conv_module && !pointwise) || t.n_dims == 1) {
       EXPECT_EQ(t.type, static_cast<uint32_t>(GgmlType::F32)) << t.name;
     }
   }
@@ -332,11 +335,16 @@ TEST(GgufRelease, BadFoldersAreClearErrors) {
   ASSERT_TRUE(pick.ok()) << pick.status().ToString();
   EXPECT_EQ(pick->vocoder, f4.vocoder);
   EXPECT_TRUE(Lfm25AudioModel::Load(f8.mmproj).ok());
-  // Without its vocoder the set is refused by name.
+  // Without its vocoder the set loads for what it can do, and says what speech output lacks.
   fs::remove(f4.vocoder);
   Result<Lfm25GgufFiles> half = FindLfm25GgufRelease(f4.backbone);
-  ASSERT_FALSE(half.ok());
-  EXPECT_NE(half.status().message().find("vocoder"), std::string::npos) << half.status().message();
+  ASSERT_TRUE(half.ok()) << half.status().ToString();
+  EXPECT_TRUE(half->vocoder.empty());
+  auto no_vocoder = Lfm25AudioModel::Load(f4.backbone);
+  ASSERT_TRUE(no_vocoder.ok()) << no_vocoder.status().ToString();
+  EXPECT_FALSE((*no_vocoder)->has_depthformer());
+  EXPECT_NE((*no_vocoder)->speech_out_missing().find("vocoder-*.gguf"), std::string::npos)
+      << (*no_vocoder)->speech_out_missing();
   // A tensor type lfmvox has no kernel for is named with its tensor.
   auto bb = OpenFile(f8.backbone);
   ASSERT_NE(bb, nullptr);
@@ -430,6 +438,351 @@ TEST(GgufRelease, QuantizedFilesRunEndToEnd) {
     EXPECT_GT(r->audio_frames, 0);
     fs::remove_all(dir);
   }
+}
+
+// Every tensor of every file takes the type of llama.cpp's tools for that release type (the README's
+// table): the converter's F32 tensors (norms, biases, 1-D tensors, the short-conv taps, the encoder's
+// conv module and subsampling, its positional biases, the mmproj's audio-code table) stay F32 but for
+// the pointwise convolutions, which llama-quantize's 8- and 4-bit types quantize; the tied embedding
+// takes the output rule (Q6_K at Q4_0 where rows are whole 256-blocks, else Q8_0); a row of partial
+// blocks is F16; everything else is the type.
+TEST(GgufRelease, EveryTensorTakesLlamaCppsType) {
+  for (WeightFormat type : {WeightFormat::kF16, WeightFormat::kQ8_0, WeightFormat::kQ4_0}) {
+    const std::string dir = Fresh(std::string("types_") + WeightFormatName(type));
+    const Lfm25GgufFiles f = Write("lfm25_small", dir, type);
+    const uint32_t want_type = static_cast<uint32_t>(type == WeightFormat::kF16    ? GgmlType::F16
+                                                     : type == WeightFormat::kQ8_0 ? GgmlType::Q8_0
+                                                                                   : GgmlType::Q4_0);
+    const bool quant = type != WeightFormat::kF16;
+    size_t checked = 0;
+    for (const std::string& path : {f.backbone, f.mmproj, f.vocoder, f.detokenizer}) {
+      auto g = OpenFile(path);
+      ASSERT_NE(g, nullptr);
+      for (const GgufTensor& t : g->tensors()) {
+        const std::string& n = t.name;
+        uint32_t want = want_type;
+        const bool encoder = n.starts_with("a.") || n.starts_with("mm.");
+        const bool f32 = t.n_dims == 1 || n.ends_with(".bias") || n.find("norm") != std::string::npos ||
+                         n.ends_with("shortconv.conv.weight") || n == "istft.window" ||
+                         n == "a.position_embd.weight" ||
+                         (encoder && (n.starts_with("a.conv1d.") || n.find("conv_dw") != std::string::npos ||
+                                      n.find("pos_bias") != std::string::npos ||
+                                      (!quant && n.find("conv_pw") != std::string::npos)));
+        if (f32) {
+          want = static_cast<uint32_t>(GgmlType::F32);
+        } else if (n == "token_embd.weight" && type == WeightFormat::kQ4_0) {
+          want = static_cast<uint32_t>(t.ne[0] % 256 == 0 ? GgmlType::Q6_K : GgmlType::Q8_0);
+        } else if (quant && t.ne[0] % 32 != 0) {
+          want = static_cast<uint32_t>(GgmlType::F16);
+        }
+        EXPECT_EQ(t.type, want) << path << ": " << n;
+        ++checked;
+      }
+    }
+    EXPECT_GT(checked, 200u);
+    // --keep-f32: a glob keeps its tensors in F32; one that names nothing is an error.
+    if (type == WeightFormat::kQ4_0) {
+      Lfm25GgufWriteOptions o;
+      o.type = type;
+      o.keep_f32 = {"a.blk.*.conv_pw*", "token_embd.weight"};
+      const std::string kdir = Fresh("keep_f32");
+      Result<Lfm25GgufFiles> k = WriteLfm25GgufRelease(DataPath("lfm25_small"), kdir, o);
+      ASSERT_TRUE(k.ok()) << k.status().ToString();
+      auto mm = OpenFile(k->mmproj);
+      auto bb = OpenFile(k->backbone);
+      ASSERT_TRUE(mm && bb);
+      EXPECT_EQ(mm->FindTensor("a.blk.0.conv_pw1.weight")->type, static_cast<uint32_t>(GgmlType::F32));
+      EXPECT_EQ(bb->FindTensor("token_embd.weight")->type, static_cast<uint32_t>(GgmlType::F32));
+      EXPECT_EQ(mm->FindTensor("a.blk.0.ffn_up.weight")->type, static_cast<uint32_t>(GgmlType::Q4_0));
+      o.keep_f32 = {"a.blk.*.conv_pointwise*"};
+      Result<Lfm25GgufFiles> typo = WriteLfm25GgufRelease(DataPath("lfm25_small"), kdir, o);
+      ASSERT_FALSE(typo.ok());
+      EXPECT_NE(typo.status().message().find("conv_pointwise"), std::string::npos) << typo.status().message();
+      fs::remove_all(kdir);
+    }
+    fs::remove_all(dir);
+  }
+}
+
+// What a model folder's turn produced through the public API.
+struct Turn {
+  Status status;
+  std::vector<int32_t> text, codes;
+  std::vector<float> pcm;
+};
+
+// The oracle's TTS turn (tts__text_ids, 24 greedy items: tts__sequential) of the model in `dir`.
+Turn SpeakTurn(const std::string& dir) {
+  Turn t;
+  auto m = AudioModel::Load(dir);
+  if (!m.ok()) return {m.status()};
+  auto c = Conversation::Create(*m);
+  EXPECT_TRUE(c.ok());
+  t.status = (*c)->AddTokens(testing::TraceIds("lfm25_tiny/traces/tts__text_ids.npy"));
+  GenerateOptions g;
+  g.max_new_tokens = 24;
+  OutputCallbacks cb;
+  cb.on_text = [&](int32_t id, std::string_view) {
+    t.text.push_back(id);
+    return Status::Ok();
+  };
+  cb.on_audio_frame = [&](std::span<const int32_t> f, bool) {
+    t.codes.insert(t.codes.end(), f.begin(), f.end());
+    return Status::Ok();
+  };
+  cb.on_pcm = [&](std::span<const float> p) {
+    t.pcm.insert(t.pcm.end(), p.begin(), p.end());
+    return Status::Ok();
+  };
+  if (t.status.ok()) t.status = (*c)->Generate(g, cb).status();
+  return t;
+}
+
+// The oracle's speech prompt (prefill_speech__text_ids around question.wav), 16 greedy items.
+Turn HearTurn(const std::string& dir) {
+  Turn t;
+  auto m = AudioModel::Load(dir);
+  if (!m.ok()) return {m.status()};
+  auto c = Conversation::Create(*m);
+  EXPECT_TRUE(c.ok());
+  const std::vector<int64_t> ids =
+      testing::LoadTrace("lfm25_tiny/traces/prefill_speech__text_ids.npy").ToInt64();
+  const std::vector<int64_t> flags =
+      testing::LoadTrace("lfm25_tiny/traces/prefill_speech__modality_flag.npy").ToInt64();
+  std::vector<int32_t> before, after;
+  size_t ti = 0;
+  bool heard = false;
+  for (int64_t fl : flags) {
+    if (fl == 2) {
+      heard = true;
+      continue;
+    }
+    (heard ? after : before).push_back(static_cast<int32_t>(ids[ti++]));
+  }
+  t.status = (*c)->AddTokens(before);
+  if (t.status.ok()) t.status = (*c)->AddAudioFile(DataPath("inputs/question.wav"));
+  if (t.status.ok()) t.status = (*c)->AddTokens(after);
+  GenerateOptions g;
+  g.max_new_tokens = 16;
+  OutputCallbacks cb;
+  cb.on_text = [&](int32_t id, std::string_view) {
+    t.text.push_back(id);
+    return Status::Ok();
+  };
+  cb.on_audio_frame = [&](std::span<const int32_t> f, bool) {
+    t.codes.insert(t.codes.end(), f.begin(), f.end());
+    return Status::Ok();
+  };
+  if (t.status.ok()) t.status = (*c)->Generate(g, cb).status();
+  return t;
+}
+
+// The files users hold, laid out as published: the Hugging Face snapshot (config.json in the published
+// key set, tokenizer_config.json, audio_detokenizer/, and the weights single or sharded), Liquid's four
+// GGUF files, the same beside config.json, and the partial sets llama.cpp users have (backbone + mmproj
+// for ASR) or that speak only (no mmproj). Each reproduces the oracle's TTS trace (tts__sequential) or
+// the full snapshot's answer to speech, or fails only the task it lacks a file for, naming the file.
+TEST(GgufRelease, PublishedLayoutsAndPartialSets) {
+  const std::string root = Fresh("published");
+  const fs::path snap = fs::path(root) / "LFM2.5-Audio-1.5B";
+  fs::create_directories(snap);
+  const fs::path src = DataPath("lfm25_tiny");
+  for (const char* n : {"config.json", "tokenizer.json"}) fs::copy_file(src / n, snap / n);
+  fs::copy(src / "audio_detokenizer", snap / "audio_detokenizer", fs::copy_options::recursive);
+  for (const char* n : {"tokenizer_config.json", "special_tokens_map.json", "chat_template.jinja"})
+    fs::copy_file(fs::path(DataPath("tokenizer/lfm2")) / n, snap / n);
+  // Two shards and their index, as the Hub writes a large checkpoint.
+  {
+    Result<Checkpoint> ck = Checkpoint::Open((src / "model.safetensors").string());
+    ASSERT_TRUE(ck.ok());
+    std::vector<TensorToWrite> shard[2];
+    nlohmann::json map = nlohmann::json::object();
+    size_t i = 0;
+    for (const std::string& n : ck->Names()) {
+      const TensorView t = *ck->Get(n);
+      const int k = i++ % 2;
+      shard[k].push_back({n, t.dtype,
+                          std::vector<int64_t>(t.shape.dim.begin(), t.shape.dim.begin() + t.shape.rank),
+                          t.data, t.bytes()});
+      map[n] = k == 0 ? "model-00001-of-00002.safetensors" : "model-00002-of-00002.safetensors";
+    }
+    ASSERT_TRUE(WriteSafetensors((snap / "model-00001-of-00002.safetensors").string(), shard[0]).ok());
+    ASSERT_TRUE(WriteSafetensors((snap / "model-00002-of-00002.safetensors").string(), shard[1]).ok());
+    std::ofstream(snap / "model.safetensors.index.json")
+        << nlohmann::json{{"metadata", {{"total_size", 0}}}, {"weight_map", map}}.dump(2);
+  }
+  const Turn want = SpeakTurn(src.string());
+  ASSERT_TRUE(want.status.ok()) << want.status.ToString();
+  ASSERT_FALSE(want.codes.empty());
+  ASSERT_FALSE(want.pcm.empty());
+  // The trace itself: the items of tts__sequential.
+  const std::vector<int64_t> rows = testing::LoadTrace("lfm25_tiny/traces/tts__sequential.npy").ToInt64();
+  std::vector<int32_t> trace_codes;
+  for (size_t r = 0; r < rows.size() / 9; ++r)
+    if (rows[r * 9] == 1)
+      trace_codes.insert(trace_codes.end(), rows.begin() + r * 9 + 1, rows.begin() + r * 9 + 9);
+  EXPECT_EQ(want.codes, trace_codes);
+  const Turn sharded = SpeakTurn(snap.string());
+  ASSERT_TRUE(sharded.status.ok()) << sharded.status.ToString();
+  EXPECT_EQ(sharded.codes, want.codes);
+  EXPECT_EQ(sharded.pcm, want.pcm);
+
+  // Liquid's four files (F32: the same numbers), alone and converted beside the snapshot's config.json.
+  const fs::path gguf = fs::path(root) / "LFM2.5-Audio-1.5B-GGUF";
+  const Lfm25GgufFiles f = Write("lfm25_tiny", gguf.string(), WeightFormat::kF32, /*embed=*/true);
+  const Turn four = SpeakTurn(gguf.string());
+  ASSERT_TRUE(four.status.ok()) << four.status.ToString();
+  EXPECT_EQ(four.codes, want.codes);
+  EXPECT_EQ(four.pcm, want.pcm);
+  const fs::path beside = fs::path(root) / "converted";
+  fs::create_directories(beside);
+  fs::copy_file(src / "config.json", beside / "config.json");
+  for (const std::string& p : {f.backbone, f.mmproj, f.vocoder, f.detokenizer})
+    fs::copy_file(p, beside / fs::path(p).filename());
+  const Turn conv = SpeakTurn(beside.string());
+  ASSERT_TRUE(conv.status.ok()) << conv.status.ToString();
+  EXPECT_EQ(conv.codes, want.codes);
+
+  // Backbone + mmproj (what llama.cpp transcribes with): hears as the snapshot does, cannot speak.
+  const Turn heard = HearTurn(src.string());
+  ASSERT_TRUE(heard.status.ok()) << heard.status.ToString();
+  const fs::path asr = fs::path(root) / "asr";
+  fs::create_directories(asr);
+  for (const std::string& p : {f.backbone, f.mmproj}) fs::copy_file(p, asr / fs::path(p).filename());
+  {
+    auto m = AudioModel::Load(asr.string());
+    ASSERT_TRUE(m.ok()) << m.status().ToString();
+    EXPECT_TRUE((*m)->CanListen().ok());
+    EXPECT_NE((*m)->CanSpeak().message().find("vocoder-*.gguf"), std::string::npos)
+        << (*m)->CanSpeak().ToString();
+  }
+  const Turn asr_turn = HearTurn(asr.string());
+  if (heard.codes.empty()) {
+    ASSERT_TRUE(asr_turn.status.ok()) << asr_turn.status.ToString();
+    EXPECT_EQ(asr_turn.text, heard.text);
+  } else {  // the random oracle switched to speech: the same text up to it, then the missing file named
+    EXPECT_EQ(asr_turn.status.code(), StatusCode::kNotFound);
+    EXPECT_NE(asr_turn.status.message().find("vocoder-*.gguf"), std::string::npos)
+        << asr_turn.status.ToString();
+    ASSERT_LE(asr_turn.text.size(), heard.text.size());
+    EXPECT_TRUE(std::equal(asr_turn.text.begin(), asr_turn.text.end(), heard.text.begin()));
+  }
+  const Turn asr_tts = SpeakTurn(asr.string());
+  EXPECT_EQ(asr_tts.status.code(), StatusCode::kNotFound);
+  EXPECT_NE(asr_tts.status.message().find("vocoder-*.gguf"), std::string::npos) << asr_tts.status.ToString();
+
+  // Without the mmproj: speaks exactly as the whole set, names the mmproj when asked to listen.
+  const fs::path tts = fs::path(root) / "tts";
+  fs::create_directories(tts);
+  for (const std::string& p : {f.backbone, f.vocoder, f.detokenizer})
+    fs::copy_file(p, tts / fs::path(p).filename());
+  const Turn spoken = SpeakTurn(tts.string());
+  ASSERT_TRUE(spoken.status.ok()) << spoken.status.ToString();
+  EXPECT_EQ(spoken.codes, want.codes);
+  EXPECT_EQ(spoken.pcm, want.pcm);
+  const Turn deaf = HearTurn(tts.string());
+  EXPECT_EQ(deaf.status.code(), StatusCode::kNotFound);
+  EXPECT_NE(deaf.status.message().find("mmproj-*.gguf"), std::string::npos) << deaf.status.ToString();
+  // Backbone, vocoder, no detokenizer: codes come, speech is refused naming the file.
+  fs::remove(tts / fs::path(f.detokenizer).filename());
+  const Turn mute = SpeakTurn(tts.string());
+  EXPECT_EQ(mute.status.code(), StatusCode::kNotFound);
+  EXPECT_NE(mute.status.message().find("tokenizer-*.gguf"), std::string::npos) << mute.status.ToString();
+  fs::remove_all(root);
+}
+
+// Newer llama.cpp projector files: an unfolded BatchNorm (conv_norm.weight/bias = γ/β beside
+// conv_norm_mean/var) is folded at load, and a stored filterbank and window are used once checked
+// against the config's; the encoder's output matches the oracle trace (adapter__out, k = 5e-5 as in
+// the audio pipeline suite). A window of another shape (periodic Hann) is refused by name.
+TEST(GgufRelease, UnfoldedBatchNormAndStoredMelTables) {
+  const std::string dir = Fresh("newer_mmproj");
+  const Lfm25GgufFiles f = Write("lfm25_tiny", dir, WeightFormat::kF32);
+  Result<Checkpoint> ck = Checkpoint::Open(DataPath("lfm25_tiny"));
+  ASSERT_TRUE(ck.ok());
+  Result<Lfm25AudioConfig> cfg = Lfm25AudioConfig::Load(DataPath("lfm25_tiny/config.json"));
+  ASSERT_TRUE(cfg.ok());
+  Result<LogMelFrontEnd> mel = LogMelFrontEnd::Create(cfg->preprocessor);
+  ASSERT_TRUE(mel.ok());
+  auto rewrite = [&](bool periodic_window) {
+    auto mm = OpenFile(f.mmproj);
+    EXPECT_NE(mm, nullptr);
+    GgufWriter w;
+    for (const std::string& k : mm->metadata().keys()) {
+      const GgufValue* v = mm->metadata().Find(k);
+      uint64_t u = 0;
+      double d = 0;
+      if (v->type() == GgufValueType::kString) {
+        EXPECT_TRUE(w.AddString(k, v->string_value()).ok());
+      } else if (v->type() == GgufValueType::kBool) {
+        EXPECT_TRUE(w.AddBool(k, *mm->metadata().GetBool(k)).ok());
+      } else if (v->type() == GgufValueType::kF32 && v->ToDouble(&d)) {
+        EXPECT_TRUE(w.AddF32(k, static_cast<float>(d)).ok());
+      } else if (v->ToUint64(&u)) {
+        EXPECT_TRUE(w.AddU32(k, static_cast<uint32_t>(u)).ok());
+      }
+    }
+    std::vector<std::vector<float>> keep;
+    auto add_f32 = [&](const std::string& name, std::vector<float> v, std::vector<uint64_t> ne) {
+      keep.push_back(std::move(v));
+      const Status st = w.AddTensor(
+          name, static_cast<uint32_t>(GgmlType::F32), ne,
+          std::string_view(reinterpret_cast<const char*>(keep.back().data()), keep.back().size() * 4));
+      EXPECT_TRUE(st.ok()) << st.ToString();
+    };
+    for (const GgufTensor& t : mm->tensors()) {
+      // What an earlier rewrite added is added anew below.
+      if (t.name.find("conv_norm_") != std::string::npos || t.name == "a.mel_filters" || t.name == "a.window")
+        continue;
+      if (t.name.starts_with("a.blk.") && t.name.find(".conv_norm.") != std::string::npos) {
+        const std::string layer = t.name.substr(6, t.name.find('.', 6) - 6);
+        const std::string hf = "conformer.layers." + layer + ".conv.batch_norm.";
+        const bool weight = t.name.ends_with(".weight");
+        add_f32(t.name, Values(*ck->Get(hf + (weight ? "weight" : "bias"))), {t.ne[0]});
+        if (weight) {
+          add_f32("a.blk." + layer + ".conv_norm_mean", Values(*ck->Get(hf + "running_mean")), {t.ne[0]});
+          add_f32("a.blk." + layer + ".conv_norm_var", Values(*ck->Get(hf + "running_var")), {t.ne[0]});
+        }
+        continue;
+      }
+      std::vector<uint64_t> ne(t.ne.begin(), t.ne.begin() + t.n_dims);
+      const Status st =
+          w.AddTensor(t.name, t.type, ne, std::string_view(reinterpret_cast<const char*>(t.data), t.bytes));
+      EXPECT_TRUE(st.ok()) << st.ToString();
+    }
+    std::vector<float> window(mel->window().begin(), mel->window().end());
+    if (periodic_window) {
+      const size_t n = window.size();
+      for (size_t i = 0; i < n; ++i)
+        window[i] =
+            static_cast<float>(0.5 - 0.5 * std::cos(2 * std::numbers::pi * static_cast<double>(i) / n));
+    }
+    add_f32("a.mel_filters", std::vector<float>(mel->filterbank().begin(), mel->filterbank().end()),
+            {mel->bins(), static_cast<uint64_t>(cfg->preprocessor.n_mels)});
+    add_f32("a.window", window, {window.size()});
+    fs::remove(f.mmproj);
+    EXPECT_TRUE(w.Write(f.mmproj).ok());
+  };
+  rewrite(false);
+  auto m = Lfm25AudioModel::Load(dir);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_EQ((*m)->stored_mel_tables().window.size(), static_cast<size_t>(cfg->preprocessor.win_length));
+  ThreadTeam team(1);
+  auto s = Lfm25Session::Create(**m, {.threads = 1, .context = 256, .max_clip_seconds = 10});
+  ASSERT_TRUE(s.ok());
+  testing::CollectingSink sink;
+  auto audio = ReadAudioFile(DataPath("inputs/synthetic_16k.wav"));
+  ASSERT_TRUE(audio.ok());
+  ASSERT_TRUE((*s)->AppendAudio(*audio, team, &sink).ok());
+  const std::vector<float> want = testing::LoadTrace("lfm25_tiny/traces/adapter__out.npy").ToFloat();
+  ASSERT_EQ(sink.tensors["adapter_out"].size(), want.size());
+  const testing::Diff d = testing::Compare(sink.tensors["adapter_out"].data(), want);
+  EXPECT_LE(d.rel(), 5e-5) << "max abs " << d.max_abs << " scale " << d.scale;
+  rewrite(true);
+  auto bad = Lfm25AudioModel::Load(dir);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("window"), std::string::npos) << bad.status().ToString();
+  fs::remove_all(dir);
 }
 
 }  // namespace

@@ -124,7 +124,10 @@ TEST(LogMelConfigTest, RejectsWhatIsNotImplementedOrInvalid) {
       {"n_fft", 256, StatusCode::kInvalidArgument},  // shorter than the 400-sample window
       {"log", "yes", StatusCode::kInvalidArgument},
       {"dither", -1, StatusCode::kOutOfRange},
-      {"preemph", 0.9, StatusCode::kInvalidArgument},  // not a PreprocessorConfig key
+      // NeMo keys liquid-audio's PreprocessorConfig lacks: tolerated at NeMo's default, refused otherwise.
+      {"preemph", 0.9, StatusCode::kUnimplemented},
+      {"mel_norm", nullptr, StatusCode::kUnimplemented},
+      {"log_zero_guard_type", "clamp", StatusCode::kUnimplemented},
   };
   for (const Case& c : cases) {
     nlohmann::json p = Preprocessor();
@@ -134,6 +137,12 @@ TEST(LogMelConfigTest, RejectsWhatIsNotImplementedOrInvalid) {
     EXPECT_EQ(r.status().code(), c.code) << r.status().ToString();
     EXPECT_NE(r.status().message().find(c.key), std::string::npos) << r.status().ToString();
   }
+  // Library metadata and NeMo's defaults spelled out are no reason to refuse a file.
+  nlohmann::json extra = Preprocessor();
+  extra["transformers_version"] = "4.57.0";
+  extra["preemph"] = 0.97;
+  extra["mel_norm"] = "slaney";
+  EXPECT_TRUE(LogMelConfig::FromJson(extra, kWhere).ok());
   nlohmann::json p = Preprocessor();
   p.erase("n_fft");
   EXPECT_EQ(LogMelConfig::FromJson(p, kWhere).status().code(), StatusCode::kNotFound);

@@ -812,6 +812,56 @@ TEST_F(ServerTest, ChatAudioIdKeepsTheExactHistory) {
 
 // ---- limits, auth, disconnects ----
 
+// A partial GGUF set (backbone + mmproj, what llama.cpp transcribes with): the server starts, lists the
+// endpoints its files allow, transcribes exactly as the whole snapshot does (the library's answer on the
+// text demo), and answers speech requests with a 400 naming the missing file.
+TEST(ServerPartialFiles, BackboneAndMmprojServeTranscriptionOnly) {
+  namespace fs = std::filesystem;
+  const std::string full = testing::ScratchPath("serve_partial_full"),
+                    asr = testing::ScratchPath("serve_partial_asr");
+  fs::remove_all(full);
+  fs::remove_all(asr);
+  auto q = QuantizeModel(DemoDir(false), full, "f32");
+  ASSERT_TRUE(q.ok()) << q.status().ToString();
+  fs::create_directories(asr);
+  for (size_t i = 0; i < 2; ++i) fs::copy_file(q->files[i], fs::path(asr) / fs::path(q->files[i]).filename());
+  ServerOptions o;
+  o.model_dir = asr;
+  o.port = 0;
+  o.threads = 2;
+  o.max_new_tokens = kMaxNew;  // RunLibrary's budget
+  o.context = 1024;
+  auto s = Server::Start(o);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  ASSERT_TRUE((*s)->WaitReady().ok());
+  const std::vector<std::string> lines = (*s)->Endpoints();
+  ASSERT_EQ(lines.size(), 4u);
+  EXPECT_NE(lines[0].find("not served"), std::string::npos) << lines[0];
+  EXPECT_NE(lines[0].find("vocoder-*.gguf"), std::string::npos) << lines[0];
+  EXPECT_EQ(lines[1], "/v1/audio/transcriptions");
+  const uint16_t port = (*s)->port();
+  Reply speech = Post(port, "/v1/audio/speech", {{"input", "Hello."}, {"voice", "US female"}});
+  ExpectError(speech, 400, "invalid_request_error");
+  EXPECT_EQ(speech.Json()["error"]["code"], "model_not_capable") << speech.body;
+  EXPECT_NE(speech.body.find("vocoder-*.gguf"), std::string::npos) << speech.body;
+  const std::string wav_path = DataPath("inputs/question.wav");
+  const auto asr_prompt = [&](Conversation& c) {
+    Status st = c.StartAsr();
+    if (st.ok()) st = c.AddAudioFile(wav_path);
+    if (st.ok()) st = c.EndTurn();
+    if (st.ok()) st = c.StartTurn("assistant");
+    return st;
+  };
+  const LibOut lib = RunLibrary(TextModel(), asr_prompt, GenerateOptions::ForAsr(*TextModel()));
+  ASSERT_FALSE(lib.text.empty());
+  Reply t = Transcribe(port, {{"model", "whisper-1"}}, ReadFile(wav_path));
+  ASSERT_EQ(t.status, 200) << t.body;
+  EXPECT_EQ(t.Json()["text"], lib.text);
+  (*s)->Stop();
+  fs::remove_all(full);
+  fs::remove_all(asr);
+}
+
 TEST(ServerLimits, AuthBodyLimitAndDisconnect) {
   ASSERT_TRUE(Model());
   ServerOptions o;

@@ -171,7 +171,7 @@ Status WriteRandomLfm25Audio(const std::string& dir, const Lfm25AudioShape& s) {
   ff = s.multiple_of * ((ff + s.multiple_of - 1) / s.multiple_of);
   // liquid-audio's depthformer: 32 query heads, 8 KV heads, FFN 256·ceil(int(8D/3)/256).
   const int64_t dq = D, dkv = D / 4, dff = 256 * ((static_cast<int64_t>(8.0 * D / 3.0) + 255) / 256);
-  nlohmann::json cfg = {{"architectures", {"LFM2AudioModel"}},
+  nlohmann::json cfg = {{"architectures", {"Lfm2AudioForConditionalGeneration"}},
                         {"codebooks", s.codebooks},
                         {"tie_audio_embeddings", false},
                         {"semantic_codebook_factor", 100},

@@ -522,11 +522,20 @@ lfmvox::OutputCallbacks PrintText(const lfmvox::AudioModel& model) {
 int Quantize(int argc, char** argv) {
   Args args;
   std::string err;
-  if (!ParseArgs(argc, argv, 2, {"model", "type", "out"}, {}, &args, &err)) return UsageError(err);
+  if (!ParseArgs(argc, argv, 2, {"model", "type", "out", "keep-f32"}, {}, &args, &err))
+    return UsageError(err);
   const std::string *model_dir = args.Get("model"), *type = args.Get("type"), *out = args.Get("out");
   if (!model_dir || !type || !out || !args.positional.empty())
     return UsageError("quantize needs --model DIR --type f16|q8_0|q4_0 --out OUTDIR");
-  auto r = lfmvox::QuantizeModel(*model_dir, *out, *type);
+  std::vector<std::string> keep;
+  if (const std::string* k = args.Get("keep-f32")) {
+    for (size_t at = 0; at <= k->size();) {
+      const size_t comma = std::min(k->find(',', at), k->size());
+      if (comma > at) keep.push_back(k->substr(at, comma - at));
+      at = comma + 1;
+    }
+  }
+  auto r = lfmvox::QuantizeModel(*model_dir, *out, *type, keep);
   if (!r.ok()) return Fail(r.status().message());
   for (const std::string& f : r->files) std::printf("%s\n", f.c_str());
   return 0;

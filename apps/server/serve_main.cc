@@ -114,6 +114,7 @@ int ServeMain(int argc, char** argv) {
     return 1;
   }
   std::fprintf(stderr, "lfmvox serve: ready%s\n", o.api_key.empty() ? "" : " (API key required)");
+  for (const std::string& e : (*server)->Endpoints()) std::fprintf(stderr, "lfmvox serve:   %s\n", e.c_str());
   int sig = 0;
   sigwait(&signals, &sig);
   std::fprintf(stderr, "lfmvox serve: stopping (%s)\n", strsignal(sig));

@@ -97,6 +97,13 @@ ApiError FromStatus(const Status& s, const std::string& param = "") {
   }
 }
 
+// An endpoint (or a part of a request) the model's files do not allow: the request is fine, the
+// deployment lacks a file, so a 400 that names it.
+ApiError NotServed(const std::string& what, const Status& why) {
+  return {400, what + " is not available with this server's model files: " + why.message(), "",
+          "model_not_capable", "invalid_request_error"};
+}
+
 std::string ErrorBody(const ApiError& e) {
   json err = {{"message", e.message},
               {"type", e.type},
@@ -745,8 +752,15 @@ net::awaitable<bool> Server::Impl::Handle(Exchange& ex) {
     const json list = {{"object", "list"}, {"data", json::array({m})}};
     co_return co_await ex.SendJson(200, list);
   }
-  if (path == "/v1/audio/speech") co_return co_await Speech(ex);
-  if (path == "/v1/audio/transcriptions") co_return co_await Transcription(ex);
+  // A partial GGUF set serves what its files allow (Server::Endpoints lists it at start).
+  if (path == "/v1/audio/speech") {
+    if (Status st = model->CanSpeak(); !st.ok()) SEND_ERROR(ex, NotServed(path, st));
+    co_return co_await Speech(ex);
+  }
+  if (path == "/v1/audio/transcriptions") {
+    if (Status st = model->CanListen(); !st.ok()) SEND_ERROR(ex, NotServed(path, st));
+    co_return co_await Transcription(ex);
+  }
   co_return co_await Chat(ex);
 }
 
@@ -1034,6 +1048,7 @@ net::awaitable<bool> Server::Impl::Chat(Exchange& ex) {
   }
   OutFormat format = OutFormat::kPcm;
   if (audio_out) {
+    if (Status st = model->CanSpeak(); !st.ok()) SEND_ERROR(ex, NotServed("modalities [\"audio\"]", st));
     const json* a = Field(body, "audio");
     if (a == nullptr || !a->is_object()) {
       SEND_ERROR(
@@ -1291,6 +1306,21 @@ Status Server::WaitReady() {
   std::unique_lock lock(impl_->mu);
   impl_->cv.wait(lock, [&] { return impl_->load_done; });
   return impl_->load_status;
+}
+
+std::vector<std::string> Server::Endpoints() const {
+  std::vector<std::string> lines;
+  const AudioModel& m = *impl_->model;
+  const Status listen = m.CanListen(), speak = m.CanSpeak();
+  auto line = [&](const char* path, const Status& st) {
+    lines.push_back(st.ok() ? std::string(path) : std::string(path) + " (not served: " + st.message() + ")");
+  };
+  line("/v1/audio/speech", speak);
+  line("/v1/audio/transcriptions", listen);
+  lines.push_back(std::string("/v1/chat/completions") + (speak.ok() ? "" : " (text answers only)") +
+                  (listen.ok() ? "" : " (text questions only)"));
+  line("/v1/realtime", listen.ok() ? speak : listen);
+  return lines;
 }
 
 Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "lfmvox/lfmvox.h"
 
@@ -52,6 +53,8 @@ class Server {
   uint16_t port() const;
   // Blocks until the model is loaded (OK) or failed to load (its error).
   Status WaitReady();
+  // After WaitReady: each endpoint, and why one the model's files do not allow is not served.
+  std::vector<std::string> Endpoints() const;
   // Stops accepting, cancels every session, closes every connection. Idempotent.
   void Stop();
 

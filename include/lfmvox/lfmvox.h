@@ -283,6 +283,11 @@ class AudioModel {
   int num_codebooks() const;        // audio codes per frame (8)
   int audio_vocab() const;          // valid audio codes are [0, audio_vocab()), end-of-audio included
   int samples_per_frame() const;    // PCM samples one audio frame decodes to (1920 = 80 ms)
+  // What the loaded files allow. A GGUF set may be partial: the backbone and mmproj alone transcribe
+  // (llama.cpp's two files), without the mmproj it speaks but does not listen. OK, or an error naming
+  // the file to add; a call that needs the missing part fails with the same error.
+  Status CanListen() const;  // speech in: AddAudio, ASR, spoken questions
+  Status CanSpeak() const;   // speech out: StartSpeech, interleaved answers, PCM
   // The voices StartSpeech takes (LFM2.5-Audio: "US male", "US female",
   // "UK male", "UK female"; LFM3-Audio: "American English female", ...,
   // any "{Language} female|male", or a whole "Perform TTS ..." task prompt);
@@ -452,14 +457,17 @@ Result<SpeakSummary> SpeakText(Conversation& conversation, std::string_view voic
 // Writes a model as Liquid's four-file GGUF release (backbone, mmproj-,
 // vocoder-, tokenizer-<name>-<TYPE>.gguf) into out_dir, from a Hugging Face
 // snapshot. `type` is "f32", "f16", "bf16", "q8_0" or "q4_0"; per-tensor
-// rules follow llama.cpp (norms and convolution taps F32; with q4_0 the tied
-// token embedding is Q6_K). The backbone file loads in llama.cpp too, and
-// every `model_dir` of this API accepts out_dir (or one of its files).
+// rules follow llama.cpp's converter and llama-quantize (norms and
+// convolution taps F32; with q4_0 the tied token embedding is Q6_K; the
+// README lists them). `keep_f32`: globs on the GGUF tensor names to keep in
+// F32 anyway (e.g. "a.blk.*.conv_pw*"; one that names no tensor is an error).
+// The backbone file loads in llama.cpp too, and every `model_dir` of this API
+// accepts out_dir (or one of its files).
 struct QuantizeResult {
   std::vector<std::string> files;  // the paths written
 };
 Result<QuantizeResult> QuantizeModel(const std::string& model_dir, const std::string& out_dir,
-                                     const std::string& type);
+                                     const std::string& type, const std::vector<std::string>& keep_f32 = {});
 
 }  // namespace lfmvox
 LFMVOX_API_END

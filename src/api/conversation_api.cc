@@ -48,6 +48,8 @@ int AudioModel::sample_rate() const { return impl_->family->sample_rate(); }
 int AudioModel::num_codebooks() const { return impl_->family->num_codebooks(); }
 int AudioModel::audio_vocab() const { return impl_->family->audio_vocab(); }
 int AudioModel::samples_per_frame() const { return impl_->family->samples_per_frame(); }
+Status AudioModel::CanListen() const { return impl_->family->CanListen(); }
+Status AudioModel::CanSpeak() const { return impl_->family->CanSpeak(); }
 const std::vector<std::string>& AudioModel::voices() const { return impl_->family->voices(); }
 const std::string& AudioModel::default_voice() const { return impl_->family->default_voice(); }
 const std::string& AudioModel::default_system_prompt() const {

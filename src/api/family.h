@@ -75,6 +75,9 @@ class FamilyModel {
   virtual const std::string& default_voice() const = 0;
   virtual const std::string& default_system_prompt() const = 0;
   virtual GenerateOptions Preset(Task task) const = 0;
+  // OK when the loaded files allow speech input (output); else why not, naming what to add.
+  virtual Status CanListen() const = 0;
+  virtual Status CanSpeak() const = 0;
   virtual std::string TokenText(int32_t id) const = 0;
   virtual bool IsSpecialToken(int32_t id) const = 0;
   // The scratch to run this model's sessions on an engine.

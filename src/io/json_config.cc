@@ -80,19 +80,6 @@ Status CheckObject(const json& j, const std::string& where) {
   return Status::Ok();
 }
 
-Status CheckKnownKeys(const json& j, const std::string& where, std::span<const char* const> known) {
-  for (const auto& item : j.items()) {
-    const std::string& key = item.key();  // (clang 14 cannot capture a structured binding)
-    if (std::find_if(known.begin(), known.end(), [&](const char* k) { return key == k; }) == known.end()) {
-      std::string list;
-      for (const char* k : known) list += (list.empty() ? "" : ", ") + std::string(k);
-      return InvalidArgument(
-          StrFormat("%s: unknown key \"%s\" (known: %s)", where.c_str(), key.c_str(), list.c_str()));
-    }
-  }
-  return Status::Ok();
-}
-
 Result<const json*> GetSection(const json& j, const char* key, const std::string& where) {
   auto it = j.find(key);
   if (it == j.end() || it->is_null())

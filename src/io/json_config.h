@@ -35,10 +35,6 @@ Result<nlohmann::json> ReadJsonFile(const std::string& path);
 bool HasKey(const nlohmann::json& j, const char* key);
 // InvalidArgument unless j is an object.
 Status CheckObject(const nlohmann::json& j, const std::string& where);
-// InvalidArgument naming the first key of j that is not in `known` (for
-// configs whose reference dataclass rejects unknown keys: an unknown key is a
-// setting we would silently ignore).
-Status CheckKnownKeys(const nlohmann::json& j, const std::string& where, std::span<const char* const> known);
 // The object j[key]; NotFound `<where> lacks the "key" section` if absent,
 // InvalidArgument if not an object.
 Result<const nlohmann::json*> GetSection(const nlohmann::json& j, const char* key, const std::string& where);

@@ -8,7 +8,8 @@
 
 namespace lfmvox {
 
-Result<Lfm2Backbone> Lfm2Backbone::Load(const Checkpoint& ckpt, const Lfm2Config& config, int num_codebooks) {
+Result<Lfm2Backbone> Lfm2Backbone::Load(const Checkpoint& ckpt, const Lfm2Config& config, int num_codebooks,
+                                        bool require_audio) {
   Lfm2Backbone b;
   LFM_ASSIGN_OR_RETURN(b.stack_, Lfm2Stack::Load(ckpt, config, "lfm."));
   const int64_t H = config.hidden_size;
@@ -19,6 +20,8 @@ Result<Lfm2Backbone> Lfm2Backbone::Load(const Checkpoint& ckpt, const Lfm2Config
   }
   LFM_ASSIGN_OR_RETURN(b.embed_, LoadMatrix(ckpt, "lfm.embed_tokens.weight", emb.shape[0], H));
 
+  b.offsets_.resize(static_cast<size_t>(num_codebooks));
+  if (!require_audio && !ckpt.Has("audio_embedding.embedding.weight")) return b;
   LFM_ASSIGN_OR_RETURN(TensorView audio, ckpt.Get("audio_embedding.embedding.weight"));
   if (audio.shape.rank != 2 || audio.shape[1] != H || audio.shape[0] % num_codebooks != 0) {
     return InvalidArgument(
@@ -29,7 +32,6 @@ Result<Lfm2Backbone> Lfm2Backbone::Load(const Checkpoint& ckpt, const Lfm2Config
   // codebook_offsets [num_codebooks] (int64): where each codebook's rows
   // start. GGUF files drop it; llama.cpp then takes codebook k at
   // k · rows/codebooks, which is what liquid-audio stores.
-  b.offsets_.resize(static_cast<size_t>(num_codebooks));
   if (ckpt.Has("codebook_offsets")) {
     LFM_ASSIGN_OR_RETURN(TensorView off, ckpt.Get("codebook_offsets", Shape{num_codebooks}));
     if (off.dtype != DType::kI64) return InvalidArgument("tensor codebook_offsets must be I64");
@@ -64,6 +66,11 @@ Status Lfm2Backbone::EmbedAudioFrame(std::span<const int32_t> codes, float* out)
   if (codes.size() != offsets_.size()) {
     return InvalidArgument(
         StrFormat("an audio frame holds %zu codes, not %zu", offsets_.size(), codes.size()));
+  }
+  if (audio_vocab_ == 0) {
+    return NotFound(
+        "the model was loaded without its audio embedding table (the vocoder-*.gguf file, or the mmproj's "
+        "copy), so it takes no audio-out frames; add the vocoder file beside the backbone");
   }
   for (size_t k = 0; k < codes.size(); ++k) {
     if (codes[k] < 0 || codes[k] >= audio_vocab_) {

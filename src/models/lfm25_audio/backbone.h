@@ -21,8 +21,12 @@ class ThreadTeam;
 class Lfm2Backbone {
  public:
   // Reads lfm.* (stack, embed_tokens), audio_embedding.embedding.weight and
-  // codebook_offsets. The checkpoint must outlive the backbone.
-  static Result<Lfm2Backbone> Load(const Checkpoint& ckpt, const Lfm2Config& config, int num_codebooks);
+  // codebook_offsets. The checkpoint must outlive the backbone. With
+  // `require_audio` false a checkpoint without the audio table loads (a GGUF
+  // backbone alone: text and speech in only); audio_vocab() is then 0 and an
+  // audio-out position is refused.
+  static Result<Lfm2Backbone> Load(const Checkpoint& ckpt, const Lfm2Config& config, int num_codebooks,
+                                   bool require_audio = true);
 
   const Lfm2Stack& stack() const { return stack_; }
   int hidden() const { return stack_.config().hidden_size; }

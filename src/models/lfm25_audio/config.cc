@@ -43,24 +43,12 @@ Result<DepthformerConfig> DepthformerConfig::FromJson(const json& d, const std::
 // ---------------------------------------------------------------------------
 // encoder
 
-namespace {
-
-// Every key of liquid-audio's ConformerEncoderConfig; its dataclass rejects
-// others, and so do we (an unknown key is a setting we would silently ignore).
-// clang-format off
-constexpr const char* kConformerKeys[] = {
-    "feat_in", "feat_out", "n_layers", "d_model", "subsampling", "subsampling_factor",
-    "subsampling_conv_channels", "causal_downsampling", "reduction", "reduction_position", "reduction_factor",
-    "ff_expansion_factor", "self_attention_model", "n_heads", "att_context_size", "xscaling", "untie_biases",
-    "pos_emb_max_len", "conv_kernel_size", "conv_norm_type", "conv_context_size", "dropout",
-    "dropout_pre_encoder", "dropout_emb", "dropout_att"};
-// clang-format on
-
-}  // namespace
+// Keys a section holds beyond those read below are ignored: the published files carry training-only
+// fields (dropouts, loss weights) and library metadata (transformers_version, torch_dtype), and every
+// key that changes inference is read and checked by value.
 
 Result<ConformerConfig> ConformerConfig::FromJson(const json& j, const std::string& where) {
   LFM_RETURN_IF_ERROR(CheckObject(j, where));
-  LFM_RETURN_IF_ERROR(CheckKnownKeys(j, where, kConformerKeys));
   ConformerConfig c;
   LFM_RETURN_IF_ERROR(GetInt(j, "feat_in", where, true, 1, 4096, &c.feat_in));
   LFM_RETURN_IF_ERROR(GetInt(j, "n_layers", where, true, 1, 1024, &c.n_layers));
@@ -114,6 +102,12 @@ Result<ConformerConfig> ConformerConfig::FromJson(const json& j, const std::stri
   const int half = (c.conv_kernel_size - 1) / 2;
   LFM_RETURN_IF_ERROR(RequireValue(j, "conv_context_size", where, json::array({half, half}), true,
                                    "symmetric conv context (k − 1)/2 each side"));
+  // NeMo ConformerEncoder settings liquid-audio's dataclass does not have: a file that sets one to
+  // other than the value liquid-audio runs with is a different encoder.
+  LFM_RETURN_IF_ERROR(RequireValue(j, "use_bias", where, true, true, "biases in every linear and conv"));
+  LFM_RETURN_IF_ERROR(RequireValue(j, "global_tokens", where, 0, true, "no global attention tokens"));
+  LFM_RETURN_IF_ERROR(
+      RequireValue(j, "att_context_style", where, "regular", true, "the regular attention context"));
   // dropout, dropout_pre_encoder, dropout_emb, dropout_att: identity at inference.
   return c;
 }
@@ -121,21 +115,12 @@ Result<ConformerConfig> ConformerConfig::FromJson(const json& j, const std::stri
 // ---------------------------------------------------------------------------
 // preprocessor
 
-namespace {
-
-constexpr const char* kPreprocessorKeys[] = {"sample_rate",    "normalize", "window_size", "window_stride",
-                                             "window",         "features",  "n_fft",       "log",
-                                             "frame_splicing", "dither",    "pad_to",      "pad_value"};
-
-}  // namespace
-
 // The largest FFT (and analysis window) the front end builds: 2^16 samples, 4 s at 16 kHz, far above
 // the 25 ms frames speech models use; it bounds the filterbank at 2^15 + 1 bins per mel filter.
 constexpr int kMaxFftSize = 1 << 16;
 
 Result<LogMelConfig> LogMelConfig::FromJson(const json& pre, const std::string& where) {
   LFM_RETURN_IF_ERROR(CheckObject(pre, where));
-  LFM_RETURN_IF_ERROR(CheckKnownKeys(pre, where, kPreprocessorKeys));
   LogMelConfig c;
   LFM_RETURN_IF_ERROR(GetInt(pre, "sample_rate", where, true, 1, kMaxAudioSampleRate, &c.sample_rate));
   LFM_RETURN_IF_ERROR(GetInt(pre, "features", where, true, 1, 4096, &c.n_mels));
@@ -199,6 +184,20 @@ Result<LogMelConfig> LogMelConfig::FromJson(const json& pre, const std::string& 
   LFM_RETURN_IF_ERROR(
       GetDouble(pre, "dither", where, false, 0.0, std::numeric_limits<double>::max(), &dither));
   LFM_RETURN_IF_ERROR(GetFloat(pre, "pad_value", where, false, -FLT_MAX, FLT_MAX, &c.pad_value));
+  // NeMo FilterbankFeatures settings liquid-audio's PreprocessorConfig lacks (so it runs NeMo's
+  // defaults): a file that sets one otherwise describes another front end.
+  LFM_RETURN_IF_ERROR(RequireValue(pre, "preemph", where, 0.97, true, "pre-emphasis 0.97"));
+  LFM_RETURN_IF_ERROR(RequireValue(pre, "mag_power", where, 2.0, true, "the power spectrum"));
+  LFM_RETURN_IF_ERROR(RequireValue(pre, "log_zero_guard_type", where, "add", true, "log(x + guard)"));
+  LFM_RETURN_IF_ERROR(
+      RequireValue(pre, "log_zero_guard_value", where, std::ldexp(1.0, -24), true, "a guard of 2^-24"));
+  LFM_RETURN_IF_ERROR(RequireValue(pre, "lowfreq", where, 0, true, "mel filters from 0 Hz"));
+  LFM_RETURN_IF_ERROR(RequireValue(pre, "highfreq", where, nullptr, true, "mel filters up to Nyquist"));
+  if (auto mn = pre.find("mel_norm"); mn != pre.end() && *mn != "slaney") {  // null: unnormalised filters
+    return Unimplemented(StrFormat("%s: \"mel_norm\" = %s is not supported (only \"slaney\")", where.c_str(),
+                                   JsonPreview(*mn).c_str()));
+  }
+  LFM_RETURN_IF_ERROR(RequireValue(pre, "exact_pad", where, false, true, "centred STFT frames"));
   return c;
 }
 

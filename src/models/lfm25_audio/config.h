@@ -90,7 +90,7 @@ struct LogMelConfig {
   // Reads and validates the section. Every key of PreprocessorConfig must be present except `dither`
   // (ignored: NeMo dithers only in training) and `pad_value` (default 0). Values the reference
   // supports but lfmvox does not (normalize other than "per_feature", window other than "hann",
-  // log false, frame_splicing ≠ 1, pad_to ≠ 0) are Unimplemented; unknown keys and bad values are
+  // log false, frame_splicing ≠ 1, pad_to ≠ 0) are Unimplemented; other keys are ignored, bad values are
   // InvalidArgument (OutOfRange for a number outside its range, NotFound for a missing key).
   static Result<LogMelConfig> FromJson(const nlohmann::json& section, const std::string& where);
 };

@@ -24,6 +24,15 @@
 namespace lfmvox {
 namespace {
 
+// The speech codec's rate and frame length; without a codec loaded, the published detokenizer's
+// (24 kHz, 80 ms frames), so that durations of codes still read right.
+int SampleRate(const Lfm25AudioModel& m) {
+  return m.detokenizer() ? m.detokenizer()->config().sample_rate : 24000;
+}
+int SamplesPerFrame(const Lfm25AudioModel& m) {
+  return m.detokenizer() ? m.detokenizer()->config().samples_per_frame() : 1920;
+}
+
 // The liquid-audio README's prompts.
 const std::string kAsrSystemPrompt = "Perform ASR.";
 const std::string kChatSystemPrompt = "Respond with interleaved text and audio.";
@@ -53,6 +62,7 @@ class Bridge final : public GenerationSink {
   Status OnAudioFrame(std::span<const int32_t> codes, bool end_of_audio) override {
     if (out_.on_audio_frame) LFM_RETURN_IF_ERROR(out_.on_audio_frame(codes, end_of_audio));
     if (!out_.on_pcm) return Status::Ok();
+    if (detok_ == nullptr) return NotFound(model_.speech_out_missing());
     if (end_of_audio) return FlushSpeech();
     // A non-final frame may still carry the end-of-audio code on codebooks
     // 1..7; the detokenizer has no row for it (liquid-audio's decode would
@@ -74,7 +84,7 @@ class Bridge final : public GenerationSink {
 
   // Ends the current stretch of speech: the detokenizer's tail, then a fresh stream.
   Status FlushSpeech() {
-    if (!out_.on_pcm || detok_->frames() == 0) return Status::Ok();
+    if (!out_.on_pcm || detok_ == nullptr || detok_->frames() == 0) return Status::Ok();
     const auto t0 = std::chrono::steady_clock::now();
     LFM_ASSIGN_OR_RETURN(const size_t n, Flush(*model_.detokenizer(), *detok_, pcm_));
     detokenizer_ms_ += MsSince(t0);
@@ -108,16 +118,18 @@ class Lfm25FamilySession;
 // The engine's worker for this model: the step scratch every session shares.
 class Lfm25FamilyWorker final : public FamilyWorker {
  public:
-  Lfm25FamilyWorker(std::shared_ptr<Lfm25Worker> w, Lfm25DetokenizerScratch d, size_t max_batch)
+  Lfm25FamilyWorker(std::shared_ptr<Lfm25Worker> w, std::optional<Lfm25DetokenizerScratch> d,
+                    size_t max_batch)
       : worker(std::move(w)), detok(std::move(d)) {
     sessions.reserve(max_batch);
     speaking.reserve(max_batch);
     requests.reserve(max_batch);
   }
-  std::shared_ptr<Lfm25Worker> worker;        // backbone, head, depthformer and encoder scratch
-  Lfm25DetokenizerScratch detok;              // one frame per session, max_batch sessions
-  std::vector<Lfm25Session*> sessions;        // one step's batch
-  std::vector<Lfm25FamilySession*> speaking;  // those with a frame to decode
+  std::shared_ptr<Lfm25Worker> worker;           // backbone, head, depthformer and encoder scratch
+  std::optional<Lfm25DetokenizerScratch> detok;  // one frame per session, max_batch sessions (none
+                                                 // without a detokenizer)
+  std::vector<Lfm25Session*> sessions;           // one step's batch
+  std::vector<Lfm25FamilySession*> speaking;     // those with a frame to decode
   std::vector<Lfm25DetokenizerRequest> requests;
 };
 
@@ -141,11 +153,12 @@ class Lfm25FamilySession final : public FamilySession {
     s->policy_ = options.context_policy;
     s->reserve_ =
         std::min(options.context_reserve ? options.context_reserve : options.context / 2, options.context);
-    const Lfm25Detokenizer* detok = model.detokenizer();
-    LFM_ASSIGN_OR_RETURN(Lfm25DetokenizerState state, Lfm25DetokenizerState::Create(*detok, 1));
-    s->detok_.emplace(std::move(state));
-    s->pcm_.resize(static_cast<size_t>(detok->config().samples_per_frame()));
-    s->clamped_.resize(static_cast<size_t>(detok->config().num_codebooks));
+    if (const Lfm25Detokenizer* detok = model.detokenizer()) {
+      LFM_ASSIGN_OR_RETURN(Lfm25DetokenizerState state, Lfm25DetokenizerState::Create(*detok, 1));
+      s->detok_.emplace(std::move(state));
+      s->pcm_.resize(static_cast<size_t>(detok->config().samples_per_frame()));
+      s->clamped_.resize(static_cast<size_t>(detok->config().num_codebooks));
+    }
     return std::unique_ptr<FamilySession>(std::move(s));
   }
 
@@ -160,6 +173,7 @@ class Lfm25FamilySession final : public FamilySession {
   Status AddAudio(const AudioBuffer& audio) override { return session_->AppendAudio(audio, core_.team); }
   Status EndTurn() override { return session_->EndTurn(); }
   Status StartSpeech(std::string_view voice, std::string_view text) override {
+    if (!model_.speech_out_missing().empty()) return NotFound(model_.speech_out_missing());
     return session_->AppendTtsPrompt(voice, text);
   }
   // The LFM2.5-Audio README's ASR prompt, up to the user's speech.
@@ -180,8 +194,8 @@ class Lfm25FamilySession final : public FamilySession {
     o.audio = SamplingParams{options.audio.temperature, options.audio.top_k, 1.0f, 0};
     LFM_RETURN_IF_ERROR(MakeRoom());
     out_ = out;
-    detok_->Reset();  // every assistant turn starts a fresh speech stream
-    bridge_.emplace(model_, out_, &*detok_, pcm_, clamped_);
+    if (detok_) detok_->Reset();  // every assistant turn starts a fresh speech stream
+    bridge_.emplace(model_, out_, detok_ ? &*detok_ : nullptr, pcm_, clamped_);
     turn_start_ = session_->positions();
     session_->StopAttentionProbe();
     clip_n_ = 0;
@@ -236,7 +250,7 @@ class Lfm25FamilySession final : public FamilySession {
   Status TruncateSpeech(size_t samples) override {
     if (session_->generating())
       return InvalidArgument("TruncateSpeech while generating; FinishGenerate first");
-    const size_t spf = static_cast<size_t>(model_.detokenizer()->config().samples_per_frame());
+    const size_t spf = static_cast<size_t>(SamplesPerFrame(model_));
     const size_t keep = (samples + spf - 1) / spf;  // frames the listener heard (the last one in part)
     size_t frames = 0, cut = session_->positions();
     for (size_t i = std::min(turn_start_, session_->positions()); i < session_->positions(); ++i) {
@@ -247,18 +261,18 @@ class Lfm25FamilySession final : public FamilySession {
       ++frames;
     }
     if (keep > frames) {
-      return OutOfRange(StrFormat(
-          "%zu samples (%.0f ms) were asked to be kept, but the last turn's speech is %zu "
-          "frames (%.0f ms)",
-          samples, 1000.0 * static_cast<double>(samples) / model_.detokenizer()->config().sample_rate, frames,
-          80.0 * static_cast<double>(frames)));
+      return OutOfRange(
+          StrFormat("%zu samples (%.0f ms) were asked to be kept, but the last turn's speech is %zu "
+                    "frames (%.0f ms)",
+                    samples, 1000.0 * static_cast<double>(samples) / SampleRate(model_), frames,
+                    80.0 * static_cast<double>(frames)));
     }
     return session_->Truncate(cut);
   }
 
   void Reset() override {
     session_->Reset();
-    detok_->Reset();
+    if (detok_) detok_->Reset();
     turn_start_ = 0;
   }
 
@@ -359,10 +373,16 @@ class Lfm25FamilyModel final : public FamilyModel {
   explicit Lfm25FamilyModel(std::unique_ptr<Lfm25AudioModel> m) : m_(std::move(m)) {}
 
   std::string_view family() const override { return "LFM2.5-Audio"; }
-  int sample_rate() const override { return m_->detokenizer()->config().sample_rate; }
+  int sample_rate() const override { return SampleRate(*m_); }
   int num_codebooks() const override { return m_->config().codebooks; }
   int audio_vocab() const override { return m_->backbone().audio_vocab(); }
-  int samples_per_frame() const override { return m_->detokenizer()->config().samples_per_frame(); }
+  int samples_per_frame() const override { return SamplesPerFrame(*m_); }
+  Status CanListen() const override {
+    return m_->has_encoder() ? Status::Ok() : NotFound(m_->speech_in_missing());
+  }
+  Status CanSpeak() const override {
+    return m_->speech_out_missing().empty() ? Status::Ok() : NotFound(m_->speech_out_missing());
+  }
   const std::vector<std::string>& voices() const override { return Lfm25TtsVoices(); }
   const std::string& default_voice() const override { return kDefaultVoice; }
   const std::string& default_system_prompt() const override { return kChatSystemPrompt; }
@@ -402,8 +422,12 @@ class Lfm25FamilyModel final : public FamilyModel {
                                   .max_context = static_cast<size_t>(m_->config().lfm.max_positions),
                                   .threads = o.threads,
                                   .max_clip_seconds = o.max_clip_seconds}));
-    LFM_ASSIGN_OR_RETURN(Lfm25DetokenizerScratch d,
-                         Lfm25DetokenizerScratch::Create(*m_->detokenizer(), 1, o.max_batch, o.threads));
+    std::optional<Lfm25DetokenizerScratch> d;
+    if (m_->detokenizer() != nullptr) {
+      LFM_ASSIGN_OR_RETURN(Lfm25DetokenizerScratch ds,
+                           Lfm25DetokenizerScratch::Create(*m_->detokenizer(), 1, o.max_batch, o.threads));
+      d.emplace(std::move(ds));
+    }
     return std::shared_ptr<FamilyWorker>(std::make_shared<Lfm25FamilyWorker>(
         std::shared_ptr<Lfm25Worker>(std::move(w)), std::move(d), o.max_batch));
   }
@@ -431,7 +455,7 @@ class Lfm25FamilyModel final : public FamilyModel {
     }
     if (w.requests.empty()) return Status::Ok();
     const auto t0 = std::chrono::steady_clock::now();
-    if (Status st = StepStreams(*m_->detokenizer(), w.requests, w.detok, team); !st.ok()) {
+    if (Status st = StepStreams(*m_->detokenizer(), w.requests, *w.detok, team); !st.ok()) {
       for (Lfm25FamilySession* s : w.speaking) s->session()->Abort(st);
       return Status::Ok();
     }
@@ -516,22 +540,30 @@ bool ListHas(const nlohmann::json& j, const char* key, const char* value) {
   return false;
 }
 
-// Liquid's GGUF release (no config.json; the files say what they are); liquid-audio's
-// "LFM2AudioModel" config, or one without "architectures" that has its sections; the detokenizer's
-// own folder ("Lfm25AudioTokenizer").
+// The architectures spellings of this family's config.json: the published snapshots' (LFM2.5-Audio-1.5B,
+// LFM2-Audio-1.5B and -JP: the value llama.cpp's converters assert on), liquid-audio's Python class name
+// (older conversions), and the detokenizer's own folder.
+constexpr const char* kArchitectures[] = {"Lfm2AudioForConditionalGeneration", "LFM2AudioModel",
+                                          "Lfm25AudioTokenizer"};
+
+// Liquid's GGUF release (the files say what they are, with or without a config.json beside them);
+// a config naming one of kArchitectures, or one without "architectures" that has liquid-audio's
+// sections.
 bool ClaimsLfm25(const FamilyFiles& f) {
   if (LooksLikeGgufRelease(f.dir)) return true;
   if (f.config == nullptr) return false;
   const nlohmann::json& c = *f.config;
-  return ListHas(c, "architectures", "LFM2AudioModel") ||
-         ListHas(c, "architectures", "Lfm25AudioTokenizer") ||
-         (!c.contains("architectures") && c.contains("lfm") && c.contains("depthformer"));
+  for (const char* a : kArchitectures)
+    if (ListHas(c, "architectures", a)) return true;
+  return !c.contains("architectures") && c.contains("lfm") && c.contains("depthformer");
 }
 
 }  // namespace
 
 extern const FamilyEntry k_lfm25_family;
-const FamilyEntry k_lfm25_family = {"LFM2.5-Audio", "architectures [\"LFM2AudioModel\"]", &ClaimsLfm25,
-                                    &LoadLfm25Family, &LoadLfm25Codec};
+const FamilyEntry k_lfm25_family = {
+    "LFM2.5-Audio",
+    "architectures [\"Lfm2AudioForConditionalGeneration\"] or [\"LFM2AudioModel\"], or Liquid's GGUF files",
+    &ClaimsLfm25, &LoadLfm25Family, &LoadLfm25Codec};
 
 }  // namespace lfmvox

@@ -1,5 +1,7 @@
 #include "models/lfm25_audio/gguf_release.h"
 
+#include <fnmatch.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -70,6 +72,12 @@ constexpr std::pair<std::string_view, std::string_view> kMmprojGlobal[] = {
     {"a.position_embd.weight", "audio_embedding.embedding.weight"},
     {"a.position_embd_norm.weight", "audio_embedding.embedding_norm.weight"},
     {"a.embd_to_logits.weight", "audio_embedding.to_logits.weight"},
+    // Newer llama.cpp projector files may store the front end's filterbank and window (NeMo's buffer
+    // names on our side); the model checks them against the ones its config implies.
+    {"a.mel_filters", "preprocessor.featurizer.fb"},
+    {"a.mel_filters.weight", "preprocessor.featurizer.fb"},
+    {"a.window", "preprocessor.featurizer.window"},
+    {"a.window.weight", "preprocessor.featurizer.window"},
 };
 
 bool StartsWith(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
@@ -138,6 +146,14 @@ std::optional<std::string> MmprojToHf(std::string_view g) {
   std::string n;
   std::string_view rest;
   if (SplitIndexed(g, "a.blk.", &n, &rest)) {
+    // An unfolded BatchNorm (newer llama.cpp projector files): conv_norm.weight/bias are then γ/β, and
+    // the encoder folds them with these statistics at load.
+    for (const auto& [gs, hs] :
+         {std::pair<std::string_view, std::string_view>{"conv_norm_mean", "conv.batch_norm.running_mean"},
+          {"conv_norm_var", "conv.batch_norm.running_var"}}) {
+      if (rest == gs || (StartsWith(rest, gs) && rest.substr(gs.size()) == ".weight"))
+        return "conformer.layers." + n + "." + std::string(hs);
+    }
     auto m = ConformerLayerMap(rest, true);
     if (!m) return std::nullopt;
     return "conformer.layers." + n + "." + *m;
@@ -304,7 +320,7 @@ std::string Variant(const fs::path& p) {
 // store (llama.cpp's runner hard-codes them the same way): config.json's
 // preprocessor, the encoder's fixed choices and the interleaving schedule.
 constexpr char kPublishedConfig[] = R"({
-  "architectures": ["LFM2AudioModel"],
+  "architectures": ["Lfm2AudioForConditionalGeneration"],
   "codebooks": 8,
   "interleaved_n_text": 6,
   "interleaved_n_audio": 12,
@@ -444,19 +460,15 @@ Status Lfm2Section(const GgufFile& f, nlohmann::json* j) {
   return Status::Ok();
 }
 
-Result<nlohmann::json> MainConfig(const GgufFile& backbone, const GgufFile* mmproj, const GgufFile& vocoder) {
-  LFM_ASSIGN_OR_RETURN(nlohmann::json j, BaseConfig(&backbone, "lfmvox.config", kPublishedConfig));
-  nlohmann::json& lfm = j["lfm"];
-  if (!lfm.is_object()) lfm = nlohmann::json::object();
-  LFM_RETURN_IF_ERROR(Lfm2Section(backbone, &lfm));
-  // The codebooks: one depth embedding table each.
+// The depthformer section from the vocoder: codebooks (one depth embedding table each), layers and
+// width from the two keys, heads from the q-norm length and the fused qkv rows.
+Status DepthformerSection(const GgufFile& vocoder, nlohmann::json* j_out) {
+  nlohmann::json& j = *j_out;
   int codebooks = 0;
   while (vocoder.FindTensor("depth_embeddings." + std::to_string(codebooks) + ".embedding.weight") != nullptr)
     ++codebooks;
   if (codebooks == 0) return InvalidArgument(vocoder.path() + " has no depth_embeddings.0.embedding.weight");
   j["codebooks"] = codebooks;
-  // The depthformer: layers and width from the two keys, heads from the
-  // q-norm length and the fused qkv rows.
   nlohmann::json& d = j["depthformer"];
   if (!d.is_object()) d = nlohmann::json::object();
   const GgufMetadata& vm = vocoder.metadata();
@@ -477,6 +489,17 @@ Result<nlohmann::json> MainConfig(const GgufFile& backbone, const GgufFile* mmpr
   // A stored to_logits is read on its own (Liquid's files carry one per codebook, llama.cpp's loader
   // requires it); without one the embedding table is the head.
   d["tie"] = vocoder.FindTensor("depth_embeddings.0.to_logits.weight") == nullptr;
+  return Status::Ok();
+}
+
+// config.json from the files present: the backbone always; the vocoder (speech out) and the mmproj
+// (speech in) when the set has them, else their sections stay the embedded or published ones.
+Result<nlohmann::json> MainConfig(const GgufFile& backbone, const GgufFile* mmproj, const GgufFile* vocoder) {
+  LFM_ASSIGN_OR_RETURN(nlohmann::json j, BaseConfig(&backbone, "lfmvox.config", kPublishedConfig));
+  nlohmann::json& lfm = j["lfm"];
+  if (!lfm.is_object()) lfm = nlohmann::json::object();
+  LFM_RETURN_IF_ERROR(Lfm2Section(backbone, &lfm));
+  if (vocoder != nullptr) LFM_RETURN_IF_ERROR(DepthformerSection(*vocoder, &j));
   // The encoder, from the clip.audio.* keys and the tensors.
   if (mmproj != nullptr) {
     const GgufMetadata& mm = mmproj->metadata();
@@ -641,7 +664,11 @@ bool LooksLikeGgufRelease(const std::string& path) {
   std::error_code ec;
   const fs::path p(path);
   if (fs::is_regular_file(p, ec)) return p.extension() == ".gguf";
-  if (!fs::is_directory(p, ec) || fs::exists(p / "config.json", ec)) return false;
+  if (!fs::is_directory(p, ec)) return false;
+  // A snapshot's checkpoint wins over GGUF files converted beside it (Liquid's instructions leave
+  // them next to config.json); one of those files as the path picks the GGUF set.
+  if (fs::exists(p / "model.safetensors", ec) || fs::exists(p / "model.safetensors.index.json", ec))
+    return false;
   for (const auto& e : fs::directory_iterator(p, ec))
     if (e.path().extension() == ".gguf") return true;
   return false;
@@ -707,13 +734,7 @@ Result<Lfm25GgufFiles> FindLfm25GgufRelease(const std::string& path) {
     return InvalidArgument(dir.string() + " holds several GGUF sets (" + names +
                            "); pass the path of one file of the set you want as --model");
   }
-  Lfm25GgufFiles files = by_variant.begin()->second;
-  if (files.vocoder.empty()) {
-    return NotFound(dir.string() +
-                    " has no vocoder-*.gguf (depthformer, audio embeddings); download it with the "
-                    "backbone");
-  }
-  return files;
+  return by_variant.begin()->second;
 }
 
 // --- Opening ----------------------------------------------------------------------------
@@ -725,8 +746,14 @@ Result<Lfm25GgufModel> OpenLfm25GgufRelease(const Lfm25GgufFiles& paths, bool wa
     owner->files.push_back(std::move(f));
     return owner->files.back().get();
   };
-  if (paths.vocoder.empty()) return NotFound("the GGUF release has no vocoder file");
-  LFM_ASSIGN_OR_RETURN(const GgufFile* vocoder, open(paths.vocoder));
+  const GgufFile* vocoder = nullptr;
+  if (!paths.vocoder.empty()) {
+    LFM_ASSIGN_OR_RETURN(vocoder, open(paths.vocoder));
+  } else if (!want_main) {
+    return NotFound(
+        "the GGUF release has no vocoder-*.gguf (it holds the detokenizer's code table and iSTFT window); "
+        "download it with tokenizer-*.gguf");
+  }
   Lfm25GgufModel out;
   out.where = want_main ? paths.backbone : paths.vocoder;
   std::map<std::string, TensorView, std::less<>> main;
@@ -747,16 +774,24 @@ Result<Lfm25GgufModel> OpenLfm25GgufRelease(const Lfm25GgufFiles& paths, bool wa
         },
         &main));
     // The vocoder's audio tables override the mmproj's F32 copy of audio_embedding.
-    LFM_RETURN_IF_ERROR(AddTensors(
-        *vocoder,
-        [](std::string_view g) -> std::optional<std::string> {
-          std::string h = VocoderToHf(g);
-          if (!IsVocoderTensor(h)) return std::nullopt;
-          return h;
-        },
-        &main));
-    LFM_ASSIGN_OR_RETURN(out.config, MainConfig(*backbone, mmproj, *vocoder));
+    if (vocoder != nullptr) {
+      LFM_RETURN_IF_ERROR(AddTensors(
+          *vocoder,
+          [](std::string_view g) -> std::optional<std::string> {
+            std::string h = VocoderToHf(g);
+            if (!IsVocoderTensor(h)) return std::nullopt;
+            return h;
+          },
+          &main));
+    }
+    LFM_ASSIGN_OR_RETURN(out.config, MainConfig(*backbone, mmproj, vocoder));
     LFM_ASSIGN_OR_RETURN(out.vocab, VocabFromGguf(*backbone));
+    out.has_encoder = mmproj != nullptr;
+    out.has_depthformer = vocoder != nullptr;
+  }
+  if (vocoder == nullptr) {
+    out.weights.emplace(Checkpoint::FromViews(out.where, std::move(main), owner, owner->Mappings()));
+    return out;
   }
   // The detokenizer: split (its own file) or merged (in the vocoder).
   const bool merged = vocoder->FindTensor("lfm.layers.0.conv.in_proj.weight") != nullptr;
@@ -924,23 +959,60 @@ bool IsOneD(const TensorView& t) {
   return t.shape.rank <= 1 || non_unit <= 1;
 }
 
-// The tensors every converter keeps in F32: norms, biases and other 1-D
-// tensors, the short-conv taps, and in the encoder llama.cpp's
-// tensor_force_quant test (".conv" in the name, or "_conv" in a weight's:
-// the whole convolution module and the subsampling) and the positional biases.
-bool ForcedF32(const std::string& hf, const TensorView& t) {
+// The tensors kept in F32 under release type `type`: norms, biases and other 1-D tensors and the
+// short-conv taps always; in the encoder, llama.cpp's converter's tensor_force_quant test (".conv" in
+// the name, or "_conv" in a weight's: the whole convolution module and the subsampling) and the
+// positional biases. The 8- and 4-bit files are llama-quantize's work on the converter's output, and it
+// quantizes every 2-D weight whose rows are whole blocks: of those F32 tensors, the conv module's two
+// pointwise convolutions (a.blk.N.conv_pw1/conv_pw2, 2-D once squeezed); the depthwise taps and the
+// 4-D subsampling kernels stay F32 (rows of 9 and 3 values).
+bool ForcedF32(const std::string& hf, const TensorView& t, WeightFormat type) {
   if (IsOneD(t) || hf.ends_with(".bias") || hf.ends_with(".conv.conv.weight")) return true;
   const bool encoder = StartsWith(hf, "conformer.") || StartsWith(hf, "audio_adapter.");
   if (!encoder) return false;
+  if (IsBlockFormat(type) &&
+      (hf.ends_with(".conv.pointwise_conv1.weight") || hf.ends_with(".conv.pointwise_conv2.weight")))
+    return false;
   return hf.find(".conv") != std::string::npos ||
          (hf.find("_conv") != std::string::npos && hf.find(".weight") != std::string::npos) ||
          hf.find("pos_bias") != std::string::npos;
 }
 
+// The user's --keep-f32 globs (fnmatch on the GGUF names), and how many tensors each matched.
+class KeepF32 {
+ public:
+  explicit KeepF32(const std::vector<std::string>& globs) : globs_(globs), hits_(globs.size()) {}
+  bool Matches(const std::string& gguf_name) {
+    bool any = false;
+    for (size_t i = 0; i < globs_.size(); ++i) {
+      if (fnmatch(globs_[i].c_str(), gguf_name.c_str(), 0) == 0) {
+        ++hits_[i];
+        any = true;
+      }
+    }
+    return any;
+  }
+  // A glob that named no tensor is a typo, not a choice.
+  Status CheckAllMatched() const {
+    for (size_t i = 0; i < globs_.size(); ++i) {
+      if (hits_[i] == 0) {
+        return InvalidArgument("keep-f32 pattern \"" + globs_[i] +
+                               "\" names no tensor of the release (GGUF names, e.g. blk.*.ffn_up.weight, "
+                               "a.blk.*.conv_pw1.weight, token_embd.weight, depthformer.*)");
+      }
+    }
+    return Status::Ok();
+  }
+
+ private:
+  const std::vector<std::string>& globs_;
+  std::vector<size_t> hits_;
+};
+
 // Converts every tensor with the rules of spec §1.2–§1.5 and writes the file.
 class FileBuilder {
  public:
-  explicit FileBuilder(std::string path) : path_(std::move(path)) {}
+  FileBuilder(std::string path, KeepF32& keep) : path_(std::move(path)), keep_(keep) {}
   MetaWriter& meta() { return meta_; }
 
   // `force_f32`: norms, biases, 1-D and convolution tensors.
@@ -952,7 +1024,8 @@ class FileBuilder {
   Status AddF32(const std::string& gguf_name, const std::string& hf_name, const Shape& shape,
                 std::vector<float> x, WeightFormat type, bool force_f32, bool tied_head = false) {
     std::vector<uint64_t> ne = GgufNe(hf_name, shape);
-    const WeightFormat f = TargetFormat(ne, type, force_f32, tied_head);
+    const bool keep = keep_.Matches(gguf_name);
+    const WeightFormat f = TargetFormat(ne, type, force_f32 || keep, tied_head);
     pending_.push_back(Encode(gguf_name, f, std::move(ne), x));
     return Status::Ok();
   }
@@ -970,6 +1043,7 @@ class FileBuilder {
 
  private:
   std::string path_;
+  KeepF32& keep_;
   GgufWriter w_;
   MetaWriter meta_{w_};
   std::vector<Pending> pending_;
@@ -1004,7 +1078,7 @@ Status AddLfm2Tensors(FileBuilder& b, const Checkpoint& ck, WeightFormat type) {
     std::optional<std::string> g = Lfm2ToGguf(hf);
     if (!g) return InvalidArgument("lfmvox does not know where tensor " + hf + " goes in a GGUF file");
     LFM_ASSIGN_OR_RETURN(TensorView t, ck.Get(hf));
-    LFM_RETURN_IF_ERROR(b.Add(*g, hf, t, type, ForcedF32(hf, t), hf == "lfm.embed_tokens.weight"));
+    LFM_RETURN_IF_ERROR(b.Add(*g, hf, t, type, ForcedF32(hf, t, type), hf == "lfm.embed_tokens.weight"));
   }
   return Status::Ok();
 }
@@ -1044,7 +1118,9 @@ Result<Checkpoint> QuantizeCheckpoint(Checkpoint ck, WeightFormat type) {
     LFM_ASSIGN_OR_RETURN(TensorView t, arena->source.Get(hf));
     WeightFormat stored;
     const bool floating = WeightFormatForDType(t.dtype, &stored) && !IsBlockFormat(stored);
-    if (!floating || ForcedF32(hf, t) || t.shape.rank != 2) {  // kept as stored
+    // Matrices: rank 2, or a pointwise convolution's [out, in, 1].
+    const bool matrix = t.shape.rank == 2 || (t.shape.rank == 3 && t.shape[2] == 1);
+    if (!floating || ForcedF32(hf, t, type) || !matrix) {  // kept as stored
       out.emplace(hf, t);
       continue;
     }
@@ -1124,10 +1200,11 @@ Result<Lfm25GgufFiles> WriteLfm25GgufRelease(const std::string& snapshot_dir, co
                      (fs::path(out_dir) / ("vocoder-" + suffix)).string(),
                      (fs::path(out_dir) / ("tokenizer-" + suffix)).string()};
   const uint32_t file_type = FileType(o.type);
+  KeepF32 keep(o.keep_f32);
 
   // Backbone: lfm.* of model.safetensors plus the text tokenizer.
   {
-    FileBuilder b(out.backbone);
+    FileBuilder b(out.backbone, keep);
     MetaWriter& w = b.meta();
     LFM_ASSIGN_OR_RETURN(TensorView emb, ck.Get("lfm.embed_tokens.weight"));
     WriteLfm2Meta(w, cfg.lfm, emb.shape[0], cfg.lfm.ffn_dim, 0);
@@ -1142,7 +1219,7 @@ Result<Lfm25GgufFiles> WriteLfm25GgufRelease(const std::string& snapshot_dir, co
   }
   // Encoder: conformer.* and audio_adapter.*, the BatchNorm folded [spec §1.3].
   {
-    FileBuilder b(out.mmproj);
+    FileBuilder b(out.mmproj, keep);
     MetaWriter& w = b.meta();
     const ConformerConfig& e = cfg.encoder;
     w.AddString("general.architecture", "clip");
@@ -1164,7 +1241,7 @@ Result<Lfm25GgufFiles> WriteLfm25GgufRelease(const std::string& snapshot_dir, co
       std::optional<std::string> g = MmprojToGguf(hf);
       if (!g) return InvalidArgument("lfmvox does not know where tensor " + hf + " goes in a GGUF file");
       LFM_ASSIGN_OR_RETURN(TensorView t, ck.Get(hf));
-      const bool f32 = ForcedF32(hf, t);
+      const bool f32 = ForcedF32(hf, t, o.type);
       if (hf.ends_with(".batch_norm.weight") || hf.ends_with(".batch_norm.bias")) {
         // w' = γ/√(var + eps), b' = β − mean·w' (ConformerAudioModel.modify_tensors).
         const std::string p = hf.substr(0, hf.rfind('.'));
@@ -1196,7 +1273,7 @@ Result<Lfm25GgufFiles> WriteLfm25GgufRelease(const std::string& snapshot_dir, co
   }
   // Vocoder: depthformer, audio embeddings, emb.emb and istft.window [spec §1.4].
   {
-    FileBuilder b(out.vocoder);
+    FileBuilder b(out.vocoder, keep);
     MetaWriter& w = b.meta();
     w.AddString("general.architecture",
                 "this model cannot be used as LLM, use it via --model-vocoder in TTS examples");
@@ -1206,7 +1283,7 @@ Result<Lfm25GgufFiles> WriteLfm25GgufRelease(const std::string& snapshot_dir, co
     for (const std::string& hf : ck.Names()) {
       if (!IsVocoderTensor(hf)) continue;
       LFM_ASSIGN_OR_RETURN(TensorView t, ck.Get(hf));
-      LFM_RETURN_IF_ERROR(b.Add(VocoderToGguf(hf), hf, t, o.type, ForcedF32(hf, t)));
+      LFM_RETURN_IF_ERROR(b.Add(VocoderToGguf(hf), hf, t, o.type, ForcedF32(hf, t, o.type)));
       // A tied head the snapshot does not store is written out, as Liquid's files have it.
       const std::string emb = ".embedding.weight";
       if (StartsWith(hf, "depth_embeddings.") && hf.ends_with(emb)) {
@@ -1216,13 +1293,13 @@ Result<Lfm25GgufFiles> WriteLfm25GgufRelease(const std::string& snapshot_dir, co
     }
     for (const char* hf : {"emb.emb.weight", "istft.window"}) {
       LFM_ASSIGN_OR_RETURN(TensorView t, dck.Get(hf));
-      LFM_RETURN_IF_ERROR(b.Add(hf, hf, t, o.type, ForcedF32(hf, t)));
+      LFM_RETURN_IF_ERROR(b.Add(hf, hf, t, o.type, ForcedF32(hf, t, o.type)));
     }
     LFM_RETURN_IF_ERROR(b.Write());
   }
   // Detokenizer: the LFM2 stack of audio_detokenizer/ plus dense_2 [spec §1.5].
   {
-    FileBuilder b(out.detokenizer);
+    FileBuilder b(out.detokenizer, keep);
     MetaWriter& w = b.meta();
     LFM_ASSIGN_OR_RETURN(TensorView emb, dck.Get("lfm.embed_tokens.weight"));
     WriteLfm2Meta(w, dcfg.lfm, emb.shape[0], dcfg.lfm.ffn_dim, dcfg.output_size);
@@ -1232,6 +1309,7 @@ Result<Lfm25GgufFiles> WriteLfm25GgufRelease(const std::string& snapshot_dir, co
     LFM_RETURN_IF_ERROR(AddLfm2Tensors(b, dck, o.type));
     LFM_RETURN_IF_ERROR(b.Write());
   }
+  LFM_RETURN_IF_ERROR(keep.CheckAllMatched());
   // Every tensor of the snapshot has a place (or is one the converters drop).
   for (const std::string& hf : ck.Names()) {
     const bool placed = StartsWith(hf, "lfm.") || StartsWith(hf, "conformer.") ||

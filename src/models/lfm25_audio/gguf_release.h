@@ -37,16 +37,18 @@ struct Lfm25GgufFiles {
   std::string backbone, mmproj, vocoder, detokenizer;
 };
 
-// True when `path` is a .gguf file or a directory holding .gguf files and no
-// config.json (so a Hugging Face snapshot always wins).
+// True when `path` is a .gguf file, or a directory holding .gguf files and no
+// safetensors checkpoint (model.safetensors or its index: a Hugging Face
+// snapshot wins over GGUF files converted beside it; name one of those files
+// to load them). A config.json beside the GGUF files is allowed.
 bool LooksLikeGgufRelease(const std::string& path);
 
 // Finds the four files by their content (architecture, tensors), not their
 // names. `path` is a directory, or one file of the set (which then picks the
 // set when the directory holds several quantizations: files are grouped by the
-// suffix after their last '-', e.g. "Q4_0"). Without the encoder or the
-// detokenizer file the corresponding path is empty (the model then loads
-// without that stage only if the caller does not need it).
+// suffix after their last '-', e.g. "Q4_0"). A part the folder lacks has an
+// empty path: without the mmproj there is no speech input, without the vocoder
+// (or the detokenizer file) no speech output; the model loads without it.
 Result<Lfm25GgufFiles> FindLfm25GgufRelease(const std::string& path);
 
 // An opened release: the weights under their Hugging Face names, and the
@@ -58,6 +60,8 @@ struct Lfm25GgufModel {
   nlohmann::json detokenizer_config;      // as audio_detokenizer/config.json (null without it)
   TokenizerVocab vocab;                   // tokenizer.ggml.* of the backbone
   std::string where;                      // the backbone's path, for messages
+  bool has_encoder = false;               // the mmproj was there: the conformer and adapter
+  bool has_depthformer = false;           // the vocoder was there: depthformer and audio tables
 };
 
 // Opens the files (mmap) and maps them. `want_main` false opens only what the
@@ -66,12 +70,17 @@ Result<Lfm25GgufModel> OpenLfm25GgufRelease(const Lfm25GgufFiles& files, bool wa
 
 struct Lfm25GgufWriteOptions {
   // The type of every quantizable 2-D weight: kF32, kF16, kBF16, kQ8_0 or
-  // kQ4_0. Per-tensor rules follow llama.cpp's converter and llama-quantize's
-  // defaults: norms, biases, 1-D tensors, the short-conv taps and the
-  // encoder's convolution module stay F32; with Q4_0 the tied token
-  // embedding / text head becomes Q6_K; a row that is no whole number of
-  // blocks falls back to F16.
+  // kQ4_0. Per-tensor rules follow llama.cpp's converter (the float types)
+  // and llama-quantize's defaults (the 8- and 4-bit ones): norms, biases,
+  // 1-D tensors, the short-conv taps and the encoder's convolution module
+  // stay F32, but for the pointwise convolutions, which the 8- and 4-bit
+  // types quantize; with Q4_0 the tied token embedding / text head becomes
+  // Q6_K; a row that is no whole number of blocks falls back to F16.
   WeightFormat type = WeightFormat::kF16;
+  // Globs (fnmatch) on the GGUF tensor names kept in F32 whatever `type`
+  // says, e.g. "a.blk.*.conv_pw*" or "token_embd.weight"; a glob that names
+  // no tensor is an error.
+  std::vector<std::string> keep_f32;
   // Adds lfmvox.config / lfmvox.detokenizer_config (the snapshot's two
   // config.json files), so that nothing falls back to the published defaults.
   // Off writes exactly the keys Liquid's files have.

@@ -66,7 +66,40 @@ void BuildWindow(int n, float* w) {
 
 }  // namespace
 
-Result<LogMelFrontEnd> LogMelFrontEnd::Create(const LogMelConfig& config) {
+namespace {
+
+// Replaces `computed` by `stored` when that is the same table within tol · max|computed|.
+Status UseStored(std::span<const float> stored, std::span<float> computed, double tol, const char* what,
+                 const char* shape) {
+  if (stored.empty()) return Status::Ok();
+  if (stored.size() != computed.size()) {
+    return InvalidArgument(
+        StrFormat("the model file's %s has %zu values, but the config's front end needs %zu (%s)", what,
+                  stored.size(), computed.size(), shape));
+  }
+  double peak = 0, worst = 0;
+  size_t at = 0;
+  for (size_t i = 0; i < stored.size(); ++i) {
+    peak = std::max(peak, std::fabs(static_cast<double>(computed[i])));
+    const double d = std::fabs(static_cast<double>(stored[i]) - computed[i]);
+    if (!(d <= worst)) {  // NaN counts as the worst
+      worst = d;
+      at = i;
+    }
+  }
+  if (!(worst <= tol * peak)) {
+    return InvalidArgument(
+        StrFormat("the model file's %s differs from the one config.json's preprocessor implies by %g at "
+                  "element %zu (of peak %g): the file was made for another front end",
+                  what, worst, at, peak));
+  }
+  std::copy(stored.begin(), stored.end(), computed.begin());
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<LogMelFrontEnd> LogMelFrontEnd::Create(const LogMelConfig& config, const StoredMelTables& stored) {
   if (config.sample_rate < 1 || config.hop_length < 1 || config.win_length < 1 || config.n_mels < 1 ||
       config.win_length > config.n_fft) {
     return InvalidArgument(
@@ -85,6 +118,10 @@ Result<LogMelFrontEnd> LogMelFrontEnd::Create(const LogMelConfig& config) {
   BuildWindow(config.win_length, m.window_.data());
   m.filterbank_.Reset(n_mels * bins);
   BuildFilterbank(config.sample_rate, config.n_fft, config.n_mels, m.filterbank_.data());
+  LFM_RETURN_IF_ERROR(
+      UseStored(stored.window, {m.window_.data(), m.window_.size()}, 1e-3, "window", "[win_length]"));
+  LFM_RETURN_IF_ERROR(UseStored(stored.filterbank, {m.filterbank_.data(), m.filterbank_.size()}, 1e-2,
+                                "mel filterbank", "[n_mels, n_fft/2 + 1]"));
   // Each triangle is nonzero on one run of bins; the product skips the zeros (an empty row gives 0).
   m.fb_begin_.assign(n_mels, 0);
   m.fb_end_.assign(n_mels, 0);

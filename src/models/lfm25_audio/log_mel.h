@@ -50,10 +50,19 @@ struct MelFeatures {
 
 // Filterbank and window (immutable, built in Create) plus the FFT plan and per-frame scratch, so one
 // front end serves one thread at a time.
+// A filterbank ([n_mels, bins]) and window ([win_length]) a model file stores; empty spans: none.
+struct StoredMelTables {
+  std::span<const float> filterbank;
+  std::span<const float> window;
+};
+
 class LogMelFrontEnd {
  public:
   // Fails if n_fft is not a length dsp::RealFft supports (even, n/2 = 2^a·3^b·5^c) or win_length > n_fft.
-  static Result<LogMelFrontEnd> Create(const LogMelConfig& config);
+  // A stored table is used in place of the computed one after a check that it is the same table
+  // (within 1e-3 of the window's peak, 1e-2 of the filterbank's: F16 storage passes, another window
+  // shape or mel scale fails); InvalidArgument names the largest difference otherwise.
+  static Result<LogMelFrontEnd> Create(const LogMelConfig& config, const StoredMelTables& stored = {});
 
   LogMelFrontEnd(LogMelFrontEnd&&) = default;
   LogMelFrontEnd& operator=(LogMelFrontEnd&&) = default;

@@ -61,26 +61,39 @@ Result<std::unique_ptr<Lfm25AudioModel>> Lfm25AudioModel::Load(const std::string
     LFM_ASSIGN_OR_RETURN(Checkpoint q, QuantizeCheckpoint(std::move(*m->ckpt_), *options.weights));
     m->ckpt_.emplace(std::move(q));
   }
+  // A snapshot holds every stage; a GGUF set may lack the mmproj (no speech in) or the vocoder (no
+  // speech out), and then loads without that stage (FindLfm25GgufRelease).
+  const bool has_depth = !gguf || gguf->has_depthformer, has_encoder = !gguf || gguf->has_encoder;
+  const std::string dir_name = gguf ? fs::path(gguf->where).parent_path().string() : dir;
   {
-    Result<Lfm2Backbone> b = Lfm2Backbone::Load(*m->ckpt_, m->config_.lfm, m->config_.codebooks);
+    Result<Lfm2Backbone> b = Lfm2Backbone::Load(*m->ckpt_, m->config_.lfm, m->config_.codebooks, !gguf);
     if (!b.ok()) return b.status().WithContext(where);
     m->backbone_.emplace(std::move(b).value());
   }
-  {
+  if (has_depth) {
     Result<Depthformer> d = Depthformer::Load(*m->ckpt_, m->config_.depthformer, m->config_.lfm.hidden_size);
     if (!d.ok()) return d.status().WithContext(where);
     m->depth_.emplace(std::move(d).value());
+    if (m->depth_->config().codebook_vocab != m->backbone_->audio_vocab()) {
+      return InvalidArgument(StrFormat("%s: the depthformer has %d codes per codebook but audio_embedding %d",
+                                       where.c_str(), m->depth_->config().codebook_vocab,
+                                       m->backbone_->audio_vocab()));
+    }
+  } else {
+    m->speech_out_missing_ = dir_name +
+                             " has no vocoder-*.gguf (the depthformer and audio embeddings); speech output "
+                             "needs it: download it with the backbone";
   }
-  if (m->depth_->config().codebook_vocab != m->backbone_->audio_vocab()) {
-    return InvalidArgument(StrFormat("%s: the depthformer has %d codes per codebook but audio_embedding %d",
-                                     where.c_str(), m->depth_->config().codebook_vocab,
-                                     m->backbone_->audio_vocab()));
-  }
-  {
+  if (has_encoder) {
     Result<AudioEncoder> e = AudioEncoder::Load(*m->ckpt_, m->config_.encoder, m->config_.lfm.hidden_size);
     if (!e.ok()) return e.status().WithContext(where);
     m->encoder_.emplace(std::move(e).value());
+  } else {
+    m->speech_in_missing_ = dir_name +
+                            " has no mmproj-*.gguf (the audio encoder); speech input (transcription, "
+                            "spoken questions) needs it: download it with the backbone";
   }
+  LFM_RETURN_IF_ERROR(m->LoadStoredMelTables().WithContext(where));
   SpecialTokens& s = m->special_;
   LFM_ASSIGN_OR_RETURN(s.start_of_text, Special(*m->tokenizer_, "<|startoftext|>", tok_path));
   LFM_ASSIGN_OR_RETURN(s.im_start, Special(*m->tokenizer_, "<|im_start|>", tok_path));
@@ -98,12 +111,12 @@ Result<std::unique_ptr<Lfm25AudioModel>> Lfm25AudioModel::Load(const std::string
                     where.c_str(), id, m->backbone_->vocab()));
     }
   }
-  if (options.load_detokenizer) {
-    if (gguf) {
-      if (!gguf->detokenizer) {
-        return NotFound(where +
-                        ": the GGUF release has no detokenizer (tokenizer-*.gguf, the speech decoder)");
-      }
+  if (options.load_detokenizer && m->speech_out_missing_.empty()) {
+    if (gguf && !gguf->detokenizer) {
+      m->speech_out_missing_ = dir_name +
+                               " has no tokenizer-*.gguf (the detokenizer: audio codes to speech); speech "
+                               "output needs it: download it with the vocoder";
+    } else if (gguf) {
       LFM_ASSIGN_OR_RETURN(
           Lfm25DetokenizerConfig dc,
           Lfm25DetokenizerConfig::FromJson(gguf->detokenizer_config, gguf->where + " (GGUF metadata)"));
@@ -113,12 +126,11 @@ Result<std::unique_ptr<Lfm25AudioModel>> Lfm25AudioModel::Load(const std::string
         LFM_ASSIGN_OR_RETURN(dck, QuantizeCheckpoint(std::move(dck), *options.weights));
       }
       LFM_ASSIGN_OR_RETURN(m->detok_, Lfm25Detokenizer::Load(std::move(dc), std::move(dck), gguf->where));
+    } else if (!fs::is_directory(dir + "/audio_detokenizer", ec)) {
+      m->speech_out_missing_ = dir +
+                               " has no audio_detokenizer/ folder (the LFM2.5 speech decoder); speech output "
+                               "needs it: download the whole model snapshot";
     } else {
-      if (!fs::is_directory(dir + "/audio_detokenizer", ec)) {
-        return NotFound(where +
-                        ": there is no audio_detokenizer/ folder (the LFM2.5 speech decoder); download the "
-                        "whole model snapshot");
-      }
       const std::string ddir = dir + "/audio_detokenizer";
       LFM_ASSIGN_OR_RETURN(Lfm25DetokenizerConfig dc, Lfm25DetokenizerConfig::Load(ddir + "/config.json"));
       LFM_ASSIGN_OR_RETURN(Checkpoint dck, Checkpoint::Open(ddir));
@@ -128,17 +140,44 @@ Result<std::unique_ptr<Lfm25AudioModel>> Lfm25AudioModel::Load(const std::string
       }
       LFM_ASSIGN_OR_RETURN(m->detok_, Lfm25Detokenizer::Load(std::move(dc), std::move(dck), ddir));
     }
-    if (m->detok_->config().num_codebooks != m->config_.codebooks) {
+    if (m->detok_ && m->detok_->config().num_codebooks != m->config_.codebooks) {
       return InvalidArgument(where + ": the detokenizer's codebook count differs from the model's");
     }
+  } else if (!options.load_detokenizer && m->speech_out_missing_.empty()) {
+    m->speech_out_missing_ = "the model was loaded without its speech decoder (load_detokenizer = false)";
   }
   return m;
+}
+
+// A filterbank or window a projector file stores (preprocessor.featurizer.fb / .window, NeMo's buffer
+// names), [n_mels, bins] (a leading 1 allowed, or transposed) and [win_length], checked against the
+// config's by LogMelFrontEnd::Create.
+Status Lfm25AudioModel::LoadStoredMelTables() {
+  const LogMelConfig& c = config_.preprocessor;
+  const size_t mels = static_cast<size_t>(c.n_mels), bins = static_cast<size_t>(c.n_fft / 2 + 1);
+  for (const auto& [name, out] : {std::pair{"preprocessor.featurizer.fb", &stored_fb_},
+                                  std::pair{"preprocessor.featurizer.window", &stored_window_}}) {
+    if (!ckpt_->Has(name)) continue;
+    LFM_ASSIGN_OR_RETURN(TensorView t, ckpt_->Get(name));
+    AlignedBuffer<float> v;
+    LFM_RETURN_IF_ERROR(LoadF32(*ckpt_, name, t.shape, &v));
+    out->assign(v.data(), v.data() + v.size());
+    const bool transposed = out == &stored_fb_ && t.shape.rank == 2 && mels != bins &&
+                            t.shape[0] == static_cast<int64_t>(bins) &&
+                            t.shape[1] == static_cast<int64_t>(mels);
+    if (transposed) {
+      for (size_t b = 0; b < bins; ++b)
+        for (size_t i = 0; i < mels; ++i) (*out)[i * bins + b] = v[b * mels + i];
+    }
+  }
+  if (stored_fb_.empty() && stored_window_.empty()) return Status::Ok();
+  return LogMelFrontEnd::Create(c, stored_mel_tables()).status();
 }
 
 // --- Worker -------------------------------------------------------------------
 
 Lfm25Worker::Lfm25Worker(const Lfm25AudioModel& model, const WorkerOptions& options, Lfm2Scratch backbone,
-                         DepthformerScratch depth)
+                         std::optional<DepthformerScratch> depth)
     : model_(model), options_(options), backbone_(std::move(backbone)), depth_(std::move(depth)) {}
 
 Lfm25Worker::~Lfm25Worker() = default;
@@ -161,8 +200,12 @@ Result<std::unique_ptr<Lfm25Worker>> Lfm25Worker::Create(const Lfm25AudioModel& 
   // A query sees at most the context (full attention) or the window (sliding attention).
   const size_t max_keys = std::max(o.max_context, static_cast<size_t>(c.sliding_window) + o.max_rows);
   LFM_ASSIGN_OR_RETURN(Lfm2Scratch backbone, Lfm2Scratch::Create(stack, o.max_rows, max_keys, o.threads));
-  LFM_ASSIGN_OR_RETURN(DepthformerScratch depth,
-                       DepthformerScratch::Create(model.depthformer(), o.max_batch, o.threads));
+  std::optional<DepthformerScratch> depth;
+  if (model.has_depthformer()) {
+    LFM_ASSIGN_OR_RETURN(DepthformerScratch d,
+                         DepthformerScratch::Create(model.depthformer(), o.max_batch, o.threads));
+    depth.emplace(std::move(d));
+  }
   auto w = std::unique_ptr<Lfm25Worker>(new Lfm25Worker(model, o, std::move(backbone), std::move(depth)));
   const size_t H = static_cast<size_t>(c.hidden_size), B = o.max_batch;
   w->x_.Reset(o.max_rows * H);
@@ -174,17 +217,20 @@ Result<std::unique_ptr<Lfm25Worker>> Lfm25Worker::Create(const Lfm25AudioModel& 
   w->rows_.reserve(B);
   w->slot_.reserve(B);
   w->requests_.reserve(B);
-  LFM_ASSIGN_OR_RETURN(LogMelFrontEnd mel, LogMelFrontEnd::Create(model.mel_config()));
+  LFM_ASSIGN_OR_RETURN(LogMelFrontEnd mel,
+                       LogMelFrontEnd::Create(model.mel_config(), model.stored_mel_tables()));
   w->mel_.emplace(std::move(mel));
   const size_t max_frames =
       w->mel_->NumFrames(static_cast<size_t>(o.max_clip_seconds * model.mel_config().sample_rate));
-  LFM_ASSIGN_OR_RETURN(w->enc_, EncoderScratch::Create(model.encoder(), max_frames, o.threads));
-  w->clip_.Reset(ConformerConfig::SubsampledFrames(max_frames) * H);
+  if (model.has_encoder()) {
+    LFM_ASSIGN_OR_RETURN(w->enc_, EncoderScratch::Create(model.encoder(), max_frames, o.threads));
+    w->clip_.Reset(ConformerConfig::SubsampledFrames(max_frames) * H);
+  }
   return w;
 }
 
 size_t Lfm25Worker::bytes() const {
-  return backbone_.bytes() + depth_.bytes() +
+  return backbone_.bytes() + (depth_ ? depth_->bytes() : 0) +
          (x_.size() + h_.size() + ht_.size() + logits_.size() + clip_.size()) * sizeof(float);
 }
 
@@ -358,6 +404,7 @@ Status Lfm25Session::AppendAudioIn(std::span<const float> embeddings) {
 
 Status Lfm25Session::AppendAudio(const AudioBuffer& audio, ThreadTeam& team, TraceSink* sink) {
   TakeCancel();
+  if (!model_.has_encoder()) return NotFound(model_.speech_in_missing());
   Lfm25Worker& w = *worker_;
   const auto t0 = std::chrono::steady_clock::now();
   LFM_RETURN_IF_ERROR(w.mel_->ComputeFromAudio(audio, &w.features_));
@@ -553,6 +600,9 @@ Status Lfm25Session::DropTrailingAudioOut(size_t frames) {
 Status Lfm25Session::BeginGeneration(const GenerationOptions& o, GenerationSink& sink) {
   if (o.max_new_tokens < 0) return InvalidArgument("max_new_tokens must be >= 0");
   if (gen_.active) return InvalidArgument("this session is already generating");
+  // Interleaved turns speak; a sequential one finds out when it samples <|audio_start|> (OnText).
+  if (o.mode == GenerationMode::kInterleaved && !model_.has_depthformer())
+    return NotFound(model_.speech_out_missing());
   // Samplers are rebuilt only when the settings change (never per item).
   auto same = [](const SamplingParams& a, const SamplingParams& b) {
     return a.temperature == b.temperature && a.top_k == b.top_k &&
@@ -576,6 +626,10 @@ Status Lfm25Session::BeginGeneration(const GenerationOptions& o, GenerationSink&
   // as it would after generating that token.
   if (o.mode == GenerationMode::kSequential && !history_.empty() &&
       history_.back().modality == Modality::kText && history_.back().token == model_.special().audio_start) {
+    if (!model_.has_depthformer()) {
+      gen_.active = false;
+      return NotFound(model_.speech_out_missing());
+    }
     gen_.modality = Modality::kAudioOut;
   }
   return Status::Ok();
@@ -615,6 +669,10 @@ void Lfm25Session::OnText(int32_t id) {
       gen_.left = model_.config().interleaved_n_audio;
     }
   } else if (id == sp.audio_start) {
+    if (!model_.has_depthformer()) {
+      return Finish(
+          NotFound("the model began to speak (<|audio_start|>), but " + model_.speech_out_missing()));
+    }
     gen_.modality = Modality::kAudioOut;
   }
 }
@@ -773,7 +831,7 @@ Status StepSessions(std::span<Lfm25Session* const> sessions, Lfm25Worker& w, Thr
   // 4. Audio sessions: one depthformer pass for all their frames.
   if (!w.audio_.empty()) {
     const auto t0 = std::chrono::steady_clock::now();
-    if (Status st = SampleAudioFrames(model.depthformer(), w.requests_, w.depth_, team, nullptr); !st.ok()) {
+    if (Status st = SampleAudioFrames(model.depthformer(), w.requests_, *w.depth_, team, nullptr); !st.ok()) {
       for (Lfm25Session* s : w.audio_) s->Finish(st);
       return Status::Ok();
     }

@@ -73,11 +73,21 @@ class Lfm25AudioModel {
   const SpecialTokens& special() const { return special_; }
   // Null when loaded without it.
   const Lfm25Detokenizer* detokenizer() const { return detok_.get(); }
+  // The stages a GGUF set may lack (a snapshot has both): check has_encoder() / has_depthformer()
+  // before encoder() / depthformer().
+  bool has_encoder() const { return encoder_.has_value(); }
+  bool has_depthformer() const { return depth_.has_value(); }
   const AudioEncoder& encoder() const { return *encoder_; }
+  // Why speech input / output cannot run ("" when it can): the file to add, by name.
+  const std::string& speech_in_missing() const { return speech_in_missing_; }
+  const std::string& speech_out_missing() const { return speech_out_missing_; }
   const LogMelConfig& mel_config() const { return config_.preprocessor; }
+  // The filterbank and window the files store, if any (checked at load against the config's).
+  StoredMelTables stored_mel_tables() const { return {stored_fb_, stored_window_}; }
 
  private:
   Lfm25AudioModel() = default;
+  Status LoadStoredMelTables();
   std::optional<Checkpoint> ckpt_;
   Lfm25AudioConfig config_;
   std::optional<Lfm2Backbone> backbone_;
@@ -86,6 +96,8 @@ class Lfm25AudioModel {
   std::optional<Tokenizer> tokenizer_;
   SpecialTokens special_;
   std::unique_ptr<Lfm25Detokenizer> detok_;
+  std::string speech_in_missing_, speech_out_missing_;
+  std::vector<float> stored_fb_, stored_window_;  // [n_mels, bins], [win_length]; empty: computed
 };
 
 struct GenerationOptions {
@@ -137,12 +149,12 @@ class Lfm25Worker {
   friend class Lfm25Session;
   friend Status StepSessions(std::span<Lfm25Session* const>, Lfm25Worker&, ThreadTeam&);
   Lfm25Worker(const Lfm25AudioModel& model, const WorkerOptions& options, Lfm2Scratch backbone,
-              DepthformerScratch depth);
+              std::optional<DepthformerScratch> depth);
 
   const Lfm25AudioModel& model_;
   WorkerOptions options_;
   Lfm2Scratch backbone_;
-  DepthformerScratch depth_;
+  std::optional<DepthformerScratch> depth_;  // none when the model has no depthformer
   // Backbone passes in parallel or inline, by measure (threading/stage_policy.h): Prefill's and
   // StepSessions' apart, as their rows per call differ.
   AdaptiveMode prefill_mode_, step_mode_;
@@ -157,7 +169,8 @@ class Lfm25Worker {
   std::vector<DepthRequest> requests_;
   // Audio input.
   std::optional<LogMelFrontEnd> mel_;    // the front end (its FFT plan and per-frame scratch)
-  std::unique_ptr<EncoderScratch> enc_;  // encoder activations for clips up to max_clip_seconds
+  std::unique_ptr<EncoderScratch> enc_;  // encoder activations for clips up to max_clip_seconds (none
+                                         // when the model has no encoder)
   MelFeatures features_;                 // the last clip's mel [n_mels, M]
   AlignedBuffer<float> clip_;            // [max T', H] the last clip's adapter output
 };

@@ -287,6 +287,8 @@ class Lfm3FamilyModel final : public FamilyModel {
   int num_codebooks() const override { return m_->config().n_codebooks; }
   int audio_vocab() const override { return m_->config().codebook_size; }
   int samples_per_frame() const override { return static_cast<int>(m_->codec().samples_per_frame()); }
+  Status CanListen() const override { return NoAudioInput(); }
+  Status CanSpeak() const override { return Status::Ok(); }
   const std::vector<std::string>& voices() const override { return kVoices; }
   const std::string& default_voice() const override { return kDefaultVoice; }
   const std::string& default_system_prompt() const override { return kChatSystemPrompt; }
