@@ -511,16 +511,10 @@ struct Turn {
   std::vector<float> pcm;
 };
 
-// The oracle's TTS turn (tts__text_ids, 24 greedy items: tts__sequential) of the model in `dir`.
-Turn SpeakTurn(const std::string& dir) {
-  Turn t;
-  auto m = AudioModel::Load(dir);
-  if (!m.ok()) return {m.status()};
-  auto c = Conversation::Create(*m);
-  EXPECT_TRUE(c.ok());
-  t.status = (*c)->AddTokens(testing::TraceIds("lfm25_tiny/traces/tts__text_ids.npy"));
+// `n` greedy items of the conversation into `t` (text ids, frames, PCM).
+void Generate(Conversation& c, int n, Turn& t) {
   GenerateOptions g;
-  g.max_new_tokens = 24;
+  g.max_new_tokens = n;
   OutputCallbacks cb;
   cb.on_text = [&](int32_t id, std::string_view) {
     t.text.push_back(id);
@@ -534,7 +528,18 @@ Turn SpeakTurn(const std::string& dir) {
     t.pcm.insert(t.pcm.end(), p.begin(), p.end());
     return Status::Ok();
   };
-  if (t.status.ok()) t.status = (*c)->Generate(g, cb).status();
+  t.status = c.Generate(g, cb).status();
+}
+
+// The oracle's TTS turn (tts__text_ids, 24 greedy items: tts__sequential) of the model in `dir`.
+Turn SpeakTurn(const std::string& dir) {
+  Turn t;
+  auto m = AudioModel::Load(dir);
+  if (!m.ok()) return {m.status()};
+  auto c = Conversation::Create(*m);
+  EXPECT_TRUE(c.ok());
+  t.status = (*c)->AddTokens(testing::TraceIds("lfm25_tiny/traces/tts__text_ids.npy"));
+  if (t.status.ok()) Generate(**c, 24, t);
   return t;
 }
 
@@ -562,18 +567,7 @@ Turn HearTurn(const std::string& dir) {
   t.status = (*c)->AddTokens(before);
   if (t.status.ok()) t.status = (*c)->AddAudioFile(DataPath("inputs/question.wav"));
   if (t.status.ok()) t.status = (*c)->AddTokens(after);
-  GenerateOptions g;
-  g.max_new_tokens = 16;
-  OutputCallbacks cb;
-  cb.on_text = [&](int32_t id, std::string_view) {
-    t.text.push_back(id);
-    return Status::Ok();
-  };
-  cb.on_audio_frame = [&](std::span<const int32_t> f, bool) {
-    t.codes.insert(t.codes.end(), f.begin(), f.end());
-    return Status::Ok();
-  };
-  if (t.status.ok()) t.status = (*c)->Generate(g, cb).status();
+  if (t.status.ok()) Generate(**c, 16, t);
   return t;
 }
 

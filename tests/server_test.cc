@@ -245,6 +245,17 @@ std::string S16(const std::vector<float>& pcm) {
   return b;
 }
 
+// The ASR task around a clip, as the transcription endpoint builds it.
+std::function<Status(Conversation&)> AsrPrompt(const std::string& wav_path) {
+  return [wav_path](Conversation& c) {
+    Status st = c.StartAsr();
+    if (st.ok()) st = c.AddAudioFile(wav_path);
+    if (st.ok()) st = c.EndTurn();
+    if (st.ok()) st = c.StartTurn("assistant");
+    return st;
+  };
+}
+
 LibOut LibrarySpeech(const std::string& voice, const std::string& text) {
   GenerateOptions o = GenerateOptions::ForTts(*Model());
   o.audio.temperature = 0;
@@ -554,13 +565,7 @@ TEST_F(ServerTest, TranscriptionEqualsTheLibrary) {
   const std::string wav_path = DataPath("inputs/question.wav");
   const std::string wav = ReadFile(wav_path);
   ASSERT_FALSE(wav.empty());
-  const auto asr_prompt = [&](Conversation& c) {
-    Status st = c.StartAsr();
-    if (st.ok()) st = c.AddAudioFile(wav_path);
-    if (st.ok()) st = c.EndTurn();
-    if (st.ok()) st = c.StartTurn("assistant");
-    return st;
-  };
+  const auto asr_prompt = AsrPrompt(wav_path);
   const LibOut lib = RunLibrary(TextModel(), asr_prompt, GenerateOptions::ForAsr(*TextModel()));
   ASSERT_FALSE(lib.text.empty());
   auto clip = DecodeAudio(wav, 600);
@@ -845,14 +850,7 @@ TEST(ServerPartialFiles, BackboneAndMmprojServeTranscriptionOnly) {
   EXPECT_EQ(speech.Json()["error"]["code"], "model_not_capable") << speech.body;
   EXPECT_NE(speech.body.find("vocoder-*.gguf"), std::string::npos) << speech.body;
   const std::string wav_path = DataPath("inputs/question.wav");
-  const auto asr_prompt = [&](Conversation& c) {
-    Status st = c.StartAsr();
-    if (st.ok()) st = c.AddAudioFile(wav_path);
-    if (st.ok()) st = c.EndTurn();
-    if (st.ok()) st = c.StartTurn("assistant");
-    return st;
-  };
-  const LibOut lib = RunLibrary(TextModel(), asr_prompt, GenerateOptions::ForAsr(*TextModel()));
+  const LibOut lib = RunLibrary(TextModel(), AsrPrompt(wav_path), GenerateOptions::ForAsr(*TextModel()));
   ASSERT_FALSE(lib.text.empty());
   Reply t = Transcribe(port, {{"model", "whisper-1"}}, ReadFile(wav_path));
   ASSERT_EQ(t.status, 200) << t.body;
@@ -860,6 +858,51 @@ TEST(ServerPartialFiles, BackboneAndMmprojServeTranscriptionOnly) {
   (*s)->Stop();
   fs::remove_all(full);
   fs::remove_all(asr);
+}
+
+// LFM2-Audio-1.5B behind the server: a demo snapshot in its layout (Kyutai's Mimi file, no
+// audio_detokenizer/, steered on its own TTS prompt) answers /v1/audio/speech with the library's
+// PCM, bit for bit: an OpenAI voice name means the model's own voice ("Perform TTS." alone), a description
+// in words is its voice line, and /v1/models lists no preset voices.
+TEST(ServerLfm2Audio, SpeechThroughMimiEqualsTheLibrary) {
+  const std::string dir = testing::ScratchPath("serve_lfm2_audio");
+  std::filesystem::remove_all(dir);
+  const std::string cmd = std::string(LFMVOX_MAKE_CHECKPOINT) + " lfm2-audio --size demo --tokenizer '" +
+                          DataPath("tokenizer/tokenizer.json") + "' --out '" + dir + "' --steer-tts '" +
+                          kSpeechText + "' 2>/dev/null";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  auto model = AudioModel::Load(dir);
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  ASSERT_EQ((*model)->family(), "LFM2-Audio");
+  ServerOptions o;
+  o.model = *model;
+  o.model_id = "demo";
+  o.port = 0;
+  o.threads = 2;
+  o.max_new_tokens = kMaxNew;
+  o.context = 1024;
+  auto s = Server::Start(o);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  ASSERT_TRUE((*s)->WaitReady().ok());
+  const uint16_t port = (*s)->port();
+  for (const char* voice : {"alloy", "A calm female voice."}) {
+    GenerateOptions g = GenerateOptions::ForTts(**model);
+    g.audio.temperature = 0;
+    const std::string v = std::string(voice) == "alloy" ? "" : voice;
+    const LibOut lib = RunLibrary(
+        *model, [&](Conversation& c) { return c.StartSpeech(v, kSpeechText); }, g);
+    if (v.empty()) ASSERT_GT(lib.pcm.size(), 0u) << "the steered prompt speaks";
+    json req = {{"model", "demo"},          {"input", kSpeechText}, {"voice", voice},
+                {"response_format", "pcm"}, {"temperature", 0},     {"seed", 0}};
+    Reply r = Post(port, "/v1/audio/speech", req);
+    ASSERT_EQ(r.status, 200) << r.body;
+    EXPECT_TRUE(r.body == S16(lib.pcm)) << voice << ": speech bytes differ from the library's PCM";
+  }
+  Reply models = Get(port, "/v1/models");
+  EXPECT_EQ(models.Json()["data"][0]["family"], "LFM2-Audio");
+  EXPECT_TRUE(models.Json()["data"][0]["voices"].empty());
+  (*s)->Stop();
+  std::filesystem::remove_all(dir);
 }
 
 TEST(ServerLimits, AuthBodyLimitAndDisconnect) {

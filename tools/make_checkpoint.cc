@@ -2,15 +2,19 @@
 //   lfmvox-make-checkpoint detokenizer --out DIR [--seed N] [--vocab N]
 //   lfmvox-make-checkpoint lfm25-audio --out DIR --tokenizer tokenizer.json [--size real|demo] [--seed N]
 //                                      [--steer-tts TEXT [--voice V]]
+//   lfmvox-make-checkpoint lfm2-audio --out DIR --tokenizer tokenizer.json [--size real|demo] [--seed N]
+//                                     [--steer-tts TEXT [--voice DESCRIPTION]]
 //   lfmvox-make-checkpoint lfm3-audio --out DIR --tokenizer tokenizer.json [--seed N]
 // lfm25-audio writes config.json, model.safetensors, tokenizer.json and
-// audio_detokenizer/. --steer-tts edits one embedding row (<|audio_start|>)
-// so that the TTS prompt for TEXT starts speech under greedy text decoding,
-// as the project's oracle checkpoints do; the weights stay random, so the
-// speech is noise. It exists so demos exercise the whole path.
-// lfm3-audio writes a small whole LFM3-Audio folder (tools/lfm3_checkpoint_gen.h: a 256-wide backbone with
-// the `lfm` section, the depth decoder, a real-size codec, tokenizer.json); its TTS prompt starts speech by
-// construction (it ends with <|audio_start|>), the speech is noise.
+// audio_detokenizer/; lfm2-audio (LFM2-Audio-1.5B's layout) the same but for
+// Kyutai's Mimi file (tokenizer-e351c8d8-checkpoint125.safetensors, random;
+// a narrow one with --size demo) in place of audio_detokenizer/, steered on
+// its own TTS prompt ("Perform TTS." and the voice described in words). --steer-tts edits one embedding row
+// (<|audio_start|>) so that the TTS prompt for TEXT starts speech under greedy text decoding, as the
+// project's oracle checkpoints do; the weights stay random, so the speech is noise. It exists so demos
+// exercise the whole path. lfm3-audio writes a small whole LFM3-Audio folder (tools/lfm3_checkpoint_gen.h: a
+// 256-wide backbone with the `lfm` section, the depth decoder, a real-size codec, tokenizer.json); its TTS
+// prompt starts speech by construction (it ends with <|audio_start|>), the speech is noise.
 #include <cctype>
 #include <cerrno>
 #include <cmath>
@@ -29,6 +33,7 @@
 #include "threading/thread_team.h"
 #include "tools/checkpoint_gen.h"
 #include "tools/lfm3_checkpoint_gen.h"
+#include "tools/mimi_checkpoint_gen.h"
 
 namespace {
 
@@ -44,13 +49,26 @@ int Fail(const std::string& m) {
 
 // Sets embed_tokens[<|audio_start|>] = √H · unit(h), h the final hidden state
 // of the TTS prompt, so greedy decoding's first token is <|audio_start|>.
-Status SteerTts(const std::string& dir, const std::string& voice, const std::string& text) {
+// `lfm2`: LFM2-Audio-1.5B's prompt ("Perform TTS.", the voice description on a second line if any).
+Status SteerTts(const std::string& dir, const std::string& voice, const std::string& text, bool lfm2) {
   int32_t row = 0;
   std::vector<float> h;
   {
     LFM_ASSIGN_OR_RETURN(auto model, Lfm25AudioModel::Load(dir, {.load_detokenizer = false}));
     LFM_ASSIGN_OR_RETURN(auto session, Lfm25Session::Create(*model, {.threads = 1, .context = 1024}));
-    LFM_RETURN_IF_ERROR(session->AppendTtsPrompt(voice, text));
+    if (lfm2) {
+      LFM_RETURN_IF_ERROR(session->StartConversation());
+      LFM_RETURN_IF_ERROR(session->StartTurn("system"));
+      LFM_RETURN_IF_ERROR(session->AppendText(
+          voice.empty() ? "Perform TTS." : "Perform TTS.\nUse the following voice: " + voice));
+      LFM_RETURN_IF_ERROR(session->EndTurn());
+      LFM_RETURN_IF_ERROR(session->StartTurn("user"));
+      LFM_RETURN_IF_ERROR(session->AppendText(text));
+      LFM_RETURN_IF_ERROR(session->EndTurn());
+      LFM_RETURN_IF_ERROR(session->StartTurn("assistant"));
+    } else {
+      LFM_RETURN_IF_ERROR(session->AppendTtsPrompt(voice, text));
+    }
     ThreadTeam team(1);
     LFM_ASSIGN_OR_RETURN(const float* last, session->Prefill(team));
     h.assign(last, last + model->config().lfm.hidden_size);
@@ -88,13 +106,15 @@ int main(int argc, char** argv) {
       "usage: lfmvox-make-checkpoint detokenizer --out DIR [--seed N] [--vocab N]\n"
       "       lfmvox-make-checkpoint lfm25-audio --out DIR --tokenizer FILE [--size real|demo] [--seed N]\n"
       "                                          [--steer-tts TEXT] [--voice V]\n"
+      "       lfmvox-make-checkpoint lfm2-audio --out DIR --tokenizer FILE [--size real|demo] [--seed N]\n"
+      "                                         [--steer-tts TEXT] [--voice DESCRIPTION]\n"
       "       lfmvox-make-checkpoint lfm3-audio --out DIR --tokenizer FILE [--seed N]\n";
   if (argc < 2) {
     std::fputs(kUsage.c_str(), stderr);
     return 2;
   }
   const std::string what = argv[1];
-  if (what != "detokenizer" && what != "lfm25-audio" && what != "lfm3-audio") {
+  if (what != "detokenizer" && what != "lfm25-audio" && what != "lfm2-audio" && what != "lfm3-audio") {
     std::fprintf(stderr, "lfmvox-make-checkpoint: unknown checkpoint kind %s\n%s", what.c_str(),
                  kUsage.c_str());
     return 2;
@@ -104,7 +124,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "lfmvox-make-checkpoint: %s\n%s", m.c_str(), kUsage.c_str());
     return 2;
   };
-  std::string out, tokenizer, size = "real", steer, voice = "US female";
+  const bool lfm2 = what == "lfm2-audio";
+  std::string out, tokenizer, size = "real", steer, voice = lfm2 ? "" : "US female";
   uint64_t seed = 1;
   int vocab = 0;
   bool voice_set = false;
@@ -147,7 +168,7 @@ int main(int argc, char** argv) {
     return usage("--tokenizer, --size, --steer-tts and --voice are for lfm25-audio, not detokenizer");
   if (what == "lfm3-audio" && (vocab > 0 || !steer.empty() || voice_set || size != "real"))
     return usage("--vocab, --size, --steer-tts and --voice are not for lfm3-audio");
-  if (what == "lfm25-audio" || what == "lfm3-audio") {
+  if (what == "lfm25-audio" || lfm2 || what == "lfm3-audio") {
     if (tokenizer.empty()) return Fail(what + " needs --tokenizer FILE (a tokenizer.json to ship with it)");
     std::error_code ec;
     if (!std::filesystem::is_regular_file(tokenizer, ec))
@@ -165,7 +186,7 @@ int main(int argc, char** argv) {
     shape.seed = seed;
     if (vocab > 0) shape.vocab = vocab;
     if (Status s = tools::WriteRandomDetokenizer(out, shape); !s.ok()) return Fail(s.message());
-  } else if (what == "lfm25-audio") {
+  } else if (what == "lfm25-audio" || lfm2) {
     tools::Lfm25AudioShape shape = size == "real" ? tools::Lfm25AudioShape{} : tools::Lfm25AudioShape::Demo();
     shape.seed = seed;
     if (vocab > 0) shape.vocab = vocab;
@@ -179,13 +200,22 @@ int main(int argc, char** argv) {
       detok.vocab = 16;
     }
     if (Status s = tools::WriteRandomLfm25Audio(out, shape); !s.ok()) return Fail(s.message());
-    if (Status s = tools::WriteRandomDetokenizer(out, detok); !s.ok()) return Fail(s.message());
+    if (lfm2) {
+      // Kyutai's layout (no config: get_mimi's heads and context); the demo's stages are narrow.
+      tools::MimiShape mimi = size == "demo" ? tools::MimiShape::Lfm2Demo() : tools::MimiShape{};
+      mimi.kyutai_layout = true;
+      mimi.seed = seed + 1;
+      mimi.codebooks = shape.codebooks;
+      if (Status s = tools::WriteRandomMimi(out, mimi); !s.ok()) return Fail(s.message());
+    } else if (Status s = tools::WriteRandomDetokenizer(out, detok); !s.ok()) {
+      return Fail(s.message());
+    }
     std::error_code ec;
     std::filesystem::copy_file(tokenizer, out + "/tokenizer.json",
                                std::filesystem::copy_options::overwrite_existing, ec);
     if (ec) return Fail("cannot copy " + tokenizer + ": " + ec.message());
     if (!steer.empty()) {
-      if (Status s = SteerTts(out, voice, steer); !s.ok()) return Fail(s.message());
+      if (Status s = SteerTts(out, voice, steer, lfm2); !s.ok()) return Fail(s.message());
     }
   } else if (what == "lfm3-audio") {
     tools::Lfm3Shape shape;

@@ -60,6 +60,18 @@ MimiShape MimiShape::Tiny() {
   return s;
 }
 
+MimiShape MimiShape::Lfm2Demo() {
+  MimiShape s;
+  s.latent = 64;
+  s.codebook_dim = 16;
+  s.stored_acoustic = 9;
+  s.layers = 1;
+  s.ffn = 64;
+  s.n_filters = 2;
+  s.kyutai_layout = true;
+  return s;
+}
+
 Status WriteRandomMimi(const std::string& dir, const MimiShape& s) {
   if (s.codebooks < 1 || s.stored_acoustic < s.codebooks - 1 || s.latent % s.heads != 0 || s.ratios.empty())
     return InvalidArgument("WriteRandomMimi: inconsistent shape");

@@ -37,6 +37,9 @@ struct MimiShape {
   // A small decoder: 2 layers of width 32 (2 heads), context 6 (the window cuts in at the 4th frame),
   // 4 codebooks of 64, SEANet ratios [3, 2] with 4 filters: 12 samples per frame.
   static MimiShape Tiny();
+  // LFM2-Audio-1.5B's codes (8 codebooks of 2048) and frames (1920 samples) in Kyutai's layout, narrow
+  // stages (one 64-wide layer, 2 SEANet filters): a small whole LFM2-Audio demo's codec.
+  static MimiShape Lfm2Demo();
 };
 
 Status WriteRandomMimi(const std::string& dir, const MimiShape& shape);

@@ -50,7 +50,9 @@ const std::vector<CommandHelp> kCommands = {
      "text -> speech (sequential generation)",
      "--model DIR [--voice V] (TEXT | --file FILE) -o OUT [options]",
      {{"--model DIR", "the model directory"},
-      {"--voice V", "\"US male\", \"US female\" (default), \"UK male\" or \"UK female\" (LFM2.5-Audio)"},
+      {"--voice V",
+       "\"US male\", \"US female\" (default), \"UK male\" or \"UK female\" (LFM2.5-Audio); "
+       "LFM2-Audio: the voice described in words (default: none)"},
       {"TEXT", "what to say (one argument, one prompt)"},
       {"--file FILE",
        "a text of any length (- for stdin), spoken sentence by sentence into one stream: each sentence a "

@@ -664,8 +664,9 @@ int Chat(int argc, char** argv) {
   lfmvox::GenerateOptions o = lfmvox::GenerateOptions::ForSpeechToSpeech(**model);
   OverrideSampling(flags, &o);
   if (max_new > 0) o.max_new_tokens = max_new;
-  // drop_oldest is LFM2.5-Audio's; an LFM3-Audio chat keeps the stop policy unless told otherwise.
-  if (!args.Get("context-policy") && (*model)->family() != "LFM2.5-Audio")
+  // drop_oldest is LFM2.5-Audio's (and LFM2-Audio's); an LFM3-Audio chat keeps the stop policy unless told
+  // otherwise.
+  if (!args.Get("context-policy") && (*model)->family() == "LFM3-Audio")
     policy = lfmvox::ContextPolicy::kStop;
   auto conv = lfmvox::Conversation::Create(
       *model,

@@ -233,6 +233,8 @@ std::optional<std::string> MapVoice(const AudioModel& model, const std::string& 
     }
     return model.default_voice();
   }
+  // A model without preset voices (LFM2-Audio) takes a description of the voice in words.
+  if (model.voices().empty()) return name;
   return std::nullopt;
 }
 

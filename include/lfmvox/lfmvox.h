@@ -278,7 +278,7 @@ class AudioModel {
                                                         const ModelOptions& options = {});
   ~AudioModel();
 
-  std::string_view family() const;  // "LFM2.5-Audio" or "LFM3-Audio"
+  std::string_view family() const;  // "LFM2.5-Audio", "LFM2-Audio" (Mimi as its codec) or "LFM3-Audio"
   int sample_rate() const;          // of the speech it produces (24000)
   int num_codebooks() const;        // audio codes per frame (8)
   int audio_vocab() const;          // valid audio codes are [0, audio_vocab()), end-of-audio included
@@ -290,10 +290,13 @@ class AudioModel {
   Status CanSpeak() const;   // speech out: StartSpeech, interleaved answers, PCM
   // The voices StartSpeech takes (LFM2.5-Audio: "US male", "US female",
   // "UK male", "UK female"; LFM3-Audio: "American English female", ...,
-  // any "{Language} female|male", or a whole "Perform TTS ..." task prompt);
+  // any "{Language} female|male", or a whole "Perform TTS ..." task prompt;
+  // LFM2-Audio: none, StartSpeech takes a description of the voice in words,
+  // "" for the model's own, or a whole "Perform TTS ..." prompt);
   // the first of them is not the default, see default_voice().
   const std::vector<std::string>& voices() const;
-  const std::string& default_voice() const;  // "US female"; LFM3-Audio "American English female"
+  // "US female"; LFM3-Audio "American English female"; LFM2-Audio "".
+  const std::string& default_voice() const;
   // The system prompt StartChat uses when given none.
   const std::string& default_system_prompt() const;
   // Text of a token id (special tokens included), for display.

@@ -1,6 +1,8 @@
 // The LFM2.5-Audio family behind the public API (src/api/family.h): its model, its sessions,
 // its official prompts and sampling settings, the bridge from generated audio frames to the
-// streaming detokenizer, the detokenizer on its own, and the registry entry that claims its files.
+// streaming speech codec, the detokenizer on its own, and the registry entry that claims its files.
+// LFM2-Audio-1.5B, the earlier release, is the same model with Kyutai's Mimi as its codec (no
+// audio_detokenizer/; spec LFM2_AUDIO.md): its own TTS prompt, Mimi streams per session.
 // Compiled into the API library (lfmvox_family in CMakeLists.txt), not into lfmvox_lfm25.
 #include <algorithm>
 #include <chrono>
@@ -17,6 +19,7 @@
 #include "base/clock.h"
 #include "blocks/sampling.h"
 #include "blocks/weights.h"
+#include "codecs/mimi/mimi_decoder.h"
 #include "models/lfm25_audio/gguf_release.h"
 #include "models/lfm25_audio/session.h"
 #include "threading/thread_team.h"
@@ -24,13 +27,56 @@
 namespace lfmvox {
 namespace {
 
-// The speech codec's rate and frame length; without a codec loaded, the published detokenizer's
-// (24 kHz, 80 ms frames), so that durations of codes still read right.
-int SampleRate(const Lfm25AudioModel& m) {
-  return m.detokenizer() ? m.detokenizer()->config().sample_rate : 24000;
-}
-int SamplesPerFrame(const Lfm25AudioModel& m) {
-  return m.detokenizer() ? m.detokenizer()->config().samples_per_frame() : 1920;
+namespace fs = std::filesystem;
+
+// The model's speech codec: LFM2.5's detokenizer (one batched pass for every speaking session), or
+// LFM2-Audio-1.5B's Mimi (a stream per session, stepped in turn); neither when the files lack both.
+struct SpeechCodec {
+  const Lfm25AudioModel* model = nullptr;
+  const MimiDecoder* mimi = nullptr;  // only without a detokenizer
+
+  const Lfm25Detokenizer* detok() const { return model->detokenizer(); }
+  bool present() const { return detok() != nullptr || mimi != nullptr; }
+  // Without a codec loaded, the published detokenizer's (24 kHz, 80 ms frames), so that durations of
+  // codes still read right.
+  int sample_rate() const {
+    return detok() ? detok()->config().sample_rate : mimi ? mimi->config().sample_rate : 24000;
+  }
+  int samples_per_frame() const {
+    return detok() ? detok()->config().samples_per_frame()
+           : mimi  ? static_cast<int>(mimi->samples_per_frame())
+                   : 1920;
+  }
+  int codebook_size() const {
+    return detok() ? detok()->config().codebook_size : static_cast<int>(mimi->codebook_size());
+  }
+  int num_codebooks() const {
+    return detok() ? detok()->config().num_codebooks : static_cast<int>(mimi->codebooks());
+  }
+  // OK when speech can be produced: the depthformer and a codec; else what to add.
+  Status CanSpeak() const {
+    if (!model->has_depthformer()) return NotFound(model->speech_out_missing());
+    if (present()) return Status::Ok();
+    return NotFound(model->speech_out_missing() + " (or, for LFM2-Audio-1.5B, Kyutai's Mimi checkpoint " +
+                    kMimiCheckpointName + " beside the weights)");
+  }
+};
+
+// LFM2-Audio-1.5B's TTS system prompt (liquid-audio's initial README): "Perform TTS." alone, or with a
+// free-text voice on a second line; a whole "Perform TTS ..." prompt is taken as it is. It was never
+// trained on LFM2.5's four preset voices, so those are refused rather than sent.
+Result<std::string> Lfm2TtsTask(std::string_view voice) {
+  if (voice.empty()) return std::string("Perform TTS.");
+  if (voice.starts_with("Perform TTS")) return std::string(voice);
+  for (const std::string& v : Lfm25TtsVoices()) {
+    if (voice == v) {
+      return InvalidArgument(
+          "LFM2-Audio-1.5B has no preset voice \"" + v +
+          "\" (that is LFM2.5-Audio's); describe the voice in words, e.g. \"A male speaker delivers his "
+          "lines with a low-pitched voice and an animated tone.\", or give none");
+    }
+  }
+  return "Perform TTS.\nUse the following voice: " + std::string(voice);
 }
 
 // The liquid-audio README's prompts.
@@ -43,12 +89,18 @@ Sampling ToSampling(const SamplingParams& p) { return {p.temperature, p.top_k}; 
 // Turns generated items into the caller's callbacks. Speech frames are not
 // decoded here: the frame waits in `pending` until the step is over, when the
 // family's Step decodes every session's frame in one batched detokenizer pass
-// (Deliver), so sessions share that pass too.
+// (Deliver), so sessions share that pass too (a Mimi stream steps each session's frame).
 class Bridge final : public GenerationSink {
  public:
-  Bridge(const Lfm25AudioModel& model, const OutputCallbacks& out, Lfm25DetokenizerState* detok,
+  Bridge(const SpeechCodec& codec, const OutputCallbacks& out, Lfm25DetokenizerState* detok, MimiState* mimi,
          std::vector<float>& pcm, std::vector<int32_t>& clamped)
-      : model_(model), text_(model.tokenizer()), out_(out), detok_(detok), pcm_(pcm), clamped_(clamped) {
+      : codec_(codec),
+        text_(codec.model->tokenizer()),
+        out_(out),
+        detok_(detok),
+        mimi_(mimi),
+        pcm_(pcm),
+        clamped_(clamped) {
     piece_.reserve(256);
   }
 
@@ -62,12 +114,16 @@ class Bridge final : public GenerationSink {
   Status OnAudioFrame(std::span<const int32_t> codes, bool end_of_audio) override {
     if (out_.on_audio_frame) LFM_RETURN_IF_ERROR(out_.on_audio_frame(codes, end_of_audio));
     if (!out_.on_pcm) return Status::Ok();
-    if (detok_ == nullptr) return NotFound(model_.speech_out_missing());
+    if (!codec_.present()) return codec_.CanSpeak();
+    // The detokenizer's stream ends with the stretch of speech; Mimi's lasts the turn (the official
+    // demo decodes a whole assistant turn in one streaming context).
     if (end_of_audio) return FlushSpeech();
     // A non-final frame may still carry the end-of-audio code on codebooks
-    // 1..7; the detokenizer has no row for it (liquid-audio's decode would
-    // raise). Like the ONNX port, decode it as the last real code.
-    const int32_t last = model_.detokenizer()->config().codebook_size - 1;
+    // 1..7; neither codec has a row for it (liquid-audio's decode would
+    // raise, Mimi's would crash). Like the ONNX port, decode it as the last
+    // real code, so that every frame is 80 ms of speech (the LFM2-Audio demo
+    // skips such a frame instead).
+    const int32_t last = codec_.codebook_size() - 1;
     for (size_t k = 0; k < codes.size(); ++k) clamped_[k] = std::min(codes[k], last);
     pending_ = true;
     return Status::Ok();
@@ -86,7 +142,7 @@ class Bridge final : public GenerationSink {
   Status FlushSpeech() {
     if (!out_.on_pcm || detok_ == nullptr || detok_->frames() == 0) return Status::Ok();
     const auto t0 = std::chrono::steady_clock::now();
-    LFM_ASSIGN_OR_RETURN(const size_t n, Flush(*model_.detokenizer(), *detok_, pcm_));
+    LFM_ASSIGN_OR_RETURN(const size_t n, Flush(*codec_.detok(), *detok_, pcm_));
     detokenizer_ms_ += MsSince(t0);
     return Deliver(n);
   }
@@ -99,12 +155,14 @@ class Bridge final : public GenerationSink {
   std::span<const int32_t> frame() const { return clamped_; }
   std::span<float> pcm() { return pcm_; }
   Lfm25DetokenizerState* detok() { return detok_; }
+  MimiState* mimi() { return mimi_; }
 
  private:
-  const Lfm25AudioModel& model_;
+  const SpeechCodec& codec_;
   Tokenizer::StreamDecoder text_;
   const OutputCallbacks& out_;
   Lfm25DetokenizerState* detok_;
+  MimiState* mimi_;
   std::vector<float>& pcm_;
   std::vector<int32_t>& clamped_;
   std::string piece_;
@@ -119,8 +177,8 @@ class Lfm25FamilySession;
 class Lfm25FamilyWorker final : public FamilyWorker {
  public:
   Lfm25FamilyWorker(std::shared_ptr<Lfm25Worker> w, std::optional<Lfm25DetokenizerScratch> d,
-                    size_t max_batch)
-      : worker(std::move(w)), detok(std::move(d)) {
+                    std::optional<MimiScratch> m, size_t max_batch)
+      : worker(std::move(w)), detok(std::move(d)), mimi(std::move(m)) {
     sessions.reserve(max_batch);
     speaking.reserve(max_batch);
     requests.reserve(max_batch);
@@ -128,6 +186,7 @@ class Lfm25FamilyWorker final : public FamilyWorker {
   std::shared_ptr<Lfm25Worker> worker;           // backbone, head, depthformer and encoder scratch
   std::optional<Lfm25DetokenizerScratch> detok;  // one frame per session, max_batch sessions (none
                                                  // without a detokenizer)
+  std::optional<MimiScratch> mimi;               // one frame of one stream (Mimi's codec only)
   std::vector<Lfm25Session*> sessions;           // one step's batch
   std::vector<Lfm25FamilySession*> speaking;     // those with a frame to decode
   std::vector<Lfm25DetokenizerRequest> requests;
@@ -135,14 +194,15 @@ class Lfm25FamilyWorker final : public FamilyWorker {
 
 class Lfm25FamilySession final : public FamilySession {
  public:
-  Lfm25FamilySession(const Lfm25AudioModel& model, EngineCore& core, std::shared_ptr<FamilyWorker> worker)
-      : model_(model), core_(core), worker_(std::move(worker)) {}
+  Lfm25FamilySession(const SpeechCodec& codec, EngineCore& core, std::shared_ptr<FamilyWorker> worker)
+      : model_(*codec.model), codec_(codec), core_(core), worker_(std::move(worker)) {}
 
-  static Result<std::unique_ptr<FamilySession>> Create(const Lfm25AudioModel& model,
+  static Result<std::unique_ptr<FamilySession>> Create(const SpeechCodec& codec,
                                                        const ConversationOptions& options, EngineCore& core,
                                                        std::shared_ptr<FamilyWorker> worker) {
+    const Lfm25AudioModel& model = *codec.model;
     auto* w = static_cast<Lfm25FamilyWorker*>(worker.get());
-    auto s = std::make_unique<Lfm25FamilySession>(model, core, worker);
+    auto s = std::make_unique<Lfm25FamilySession>(codec, core, worker);
     SessionOptions so;
     so.threads = core.options.threads;
     so.context = options.context;
@@ -153,11 +213,16 @@ class Lfm25FamilySession final : public FamilySession {
     s->policy_ = options.context_policy;
     s->reserve_ =
         std::min(options.context_reserve ? options.context_reserve : options.context / 2, options.context);
-    if (const Lfm25Detokenizer* detok = model.detokenizer()) {
+    if (const Lfm25Detokenizer* detok = codec.detok()) {
       LFM_ASSIGN_OR_RETURN(Lfm25DetokenizerState state, Lfm25DetokenizerState::Create(*detok, 1));
       s->detok_.emplace(std::move(state));
-      s->pcm_.resize(static_cast<size_t>(detok->config().samples_per_frame()));
-      s->clamped_.resize(static_cast<size_t>(detok->config().num_codebooks));
+    } else if (codec.mimi != nullptr) {
+      LFM_ASSIGN_OR_RETURN(MimiState state, MimiState::Create(*codec.mimi, 1, MimiWindow::kStreaming));
+      s->mimi_.emplace(std::move(state));
+    }
+    if (codec.present()) {
+      s->pcm_.resize(static_cast<size_t>(codec.samples_per_frame()));
+      s->clamped_.resize(static_cast<size_t>(codec.num_codebooks()));
     }
     return std::unique_ptr<FamilySession>(std::move(s));
   }
@@ -173,8 +238,17 @@ class Lfm25FamilySession final : public FamilySession {
   Status AddAudio(const AudioBuffer& audio) override { return session_->AppendAudio(audio, core_.team); }
   Status EndTurn() override { return session_->EndTurn(); }
   Status StartSpeech(std::string_view voice, std::string_view text) override {
-    if (!model_.speech_out_missing().empty()) return NotFound(model_.speech_out_missing());
-    return session_->AppendTtsPrompt(voice, text);
+    LFM_RETURN_IF_ERROR(codec_.CanSpeak());
+    if (codec_.mimi == nullptr) return session_->AppendTtsPrompt(voice, text);
+    LFM_ASSIGN_OR_RETURN(const std::string task, Lfm2TtsTask(voice));
+    if (session_->positions() == 0) LFM_RETURN_IF_ERROR(session_->StartConversation());
+    LFM_RETURN_IF_ERROR(session_->StartTurn("system"));
+    LFM_RETURN_IF_ERROR(session_->AppendText(task));
+    LFM_RETURN_IF_ERROR(session_->EndTurn());
+    LFM_RETURN_IF_ERROR(session_->StartTurn("user"));
+    LFM_RETURN_IF_ERROR(session_->AppendText(text));
+    LFM_RETURN_IF_ERROR(session_->EndTurn());
+    return session_->StartTurn("assistant");
   }
   // The LFM2.5-Audio README's ASR prompt, up to the user's speech.
   Status StartAsr() override {
@@ -194,8 +268,10 @@ class Lfm25FamilySession final : public FamilySession {
     o.audio = SamplingParams{options.audio.temperature, options.audio.top_k, 1.0f, 0};
     LFM_RETURN_IF_ERROR(MakeRoom());
     out_ = out;
-    if (detok_) detok_->Reset();  // every assistant turn starts a fresh speech stream
-    bridge_.emplace(model_, out_, detok_ ? &*detok_ : nullptr, pcm_, clamped_);
+    // Every assistant turn starts a fresh speech stream.
+    if (detok_) detok_->Reset();
+    if (mimi_) MimiReset(*mimi_);
+    bridge_.emplace(codec_, out_, detok_ ? &*detok_ : nullptr, mimi_ ? &*mimi_ : nullptr, pcm_, clamped_);
     turn_start_ = session_->positions();
     session_->StopAttentionProbe();
     clip_n_ = 0;
@@ -250,7 +326,7 @@ class Lfm25FamilySession final : public FamilySession {
   Status TruncateSpeech(size_t samples) override {
     if (session_->generating())
       return InvalidArgument("TruncateSpeech while generating; FinishGenerate first");
-    const size_t spf = static_cast<size_t>(SamplesPerFrame(model_));
+    const size_t spf = static_cast<size_t>(codec_.samples_per_frame());
     const size_t keep = (samples + spf - 1) / spf;  // frames the listener heard (the last one in part)
     size_t frames = 0, cut = session_->positions();
     for (size_t i = std::min(turn_start_, session_->positions()); i < session_->positions(); ++i) {
@@ -264,7 +340,7 @@ class Lfm25FamilySession final : public FamilySession {
       return OutOfRange(
           StrFormat("%zu samples (%.0f ms) were asked to be kept, but the last turn's speech is %zu "
                     "frames (%.0f ms)",
-                    samples, 1000.0 * static_cast<double>(samples) / SampleRate(model_), frames,
+                    samples, 1000.0 * static_cast<double>(samples) / codec_.sample_rate(), frames,
                     80.0 * static_cast<double>(frames)));
     }
     return session_->Truncate(cut);
@@ -273,13 +349,15 @@ class Lfm25FamilySession final : public FamilySession {
   void Reset() override {
     session_->Reset();
     if (detok_) detok_->Reset();
+    if (mimi_) MimiReset(*mimi_);
     turn_start_ = 0;
   }
 
   ContextStats context_stats() const override {
     return {.positions = session_->positions(),
             .context = session_->context(),
-            .state_bytes = session_->state_bytes() + turns_.capacity() * sizeof(size_t),
+            .state_bytes =
+                session_->state_bytes() + turns_.capacity() * sizeof(size_t) + (mimi_ ? mimi_->bytes() : 0),
             .dropped_turns = dropped_,
             .cached_positions = session_->cached_positions()};
   }
@@ -289,10 +367,12 @@ class Lfm25FamilySession final : public FamilySession {
 
  private:
   const Lfm25AudioModel& model_;
+  const SpeechCodec& codec_;
   EngineCore& core_;
   std::shared_ptr<FamilyWorker> worker_;  // the engine's worker, kept alive while the session is
   std::unique_ptr<Lfm25Session> session_;
-  std::optional<Lfm25DetokenizerState> detok_;  // the speech decoder's stream
+  std::optional<Lfm25DetokenizerState> detok_;  // the speech decoder's stream (LFM2.5)
+  std::optional<MimiState> mimi_;               // or Mimi's (LFM2-Audio)
   std::vector<float> pcm_;                      // [samples_per_frame] one frame's PCM
   std::vector<int32_t> clamped_;  // [num_codebooks] a frame's codes as the detokenizer takes them
   OutputCallbacks out_;           // the running generation's callbacks
@@ -370,21 +450,28 @@ class Lfm25FamilySession final : public FamilySession {
 
 class Lfm25FamilyModel final : public FamilyModel {
  public:
-  explicit Lfm25FamilyModel(std::unique_ptr<Lfm25AudioModel> m) : m_(std::move(m)) {}
+  Lfm25FamilyModel(std::unique_ptr<Lfm25AudioModel> m, std::unique_ptr<MimiDecoder> mimi)
+      : m_(std::move(m)), mimi_(std::move(mimi)), codec_{m_.get(), mimi_.get()} {}
 
-  std::string_view family() const override { return "LFM2.5-Audio"; }
-  int sample_rate() const override { return SampleRate(*m_); }
+  // LFM2-Audio-1.5B is the one of the two whose codec is Mimi.
+  std::string_view family() const override { return mimi_ ? "LFM2-Audio" : "LFM2.5-Audio"; }
+  int sample_rate() const override { return codec_.sample_rate(); }
   int num_codebooks() const override { return m_->config().codebooks; }
   int audio_vocab() const override { return m_->backbone().audio_vocab(); }
-  int samples_per_frame() const override { return SamplesPerFrame(*m_); }
+  int samples_per_frame() const override { return codec_.samples_per_frame(); }
   Status CanListen() const override {
     return m_->has_encoder() ? Status::Ok() : NotFound(m_->speech_in_missing());
   }
-  Status CanSpeak() const override {
-    return m_->speech_out_missing().empty() ? Status::Ok() : NotFound(m_->speech_out_missing());
+  Status CanSpeak() const override { return codec_.CanSpeak(); }
+  // LFM2-Audio has no preset voices: a free-text description, or none (Lfm2TtsTask).
+  const std::vector<std::string>& voices() const override {
+    static const std::vector<std::string> kNone;
+    return mimi_ ? kNone : Lfm25TtsVoices();
   }
-  const std::vector<std::string>& voices() const override { return Lfm25TtsVoices(); }
-  const std::string& default_voice() const override { return kDefaultVoice; }
+  const std::string& default_voice() const override {
+    static const std::string kModelsOwn;
+    return mimi_ ? kModelsOwn : kDefaultVoice;
+  }
   const std::string& default_system_prompt() const override { return kChatSystemPrompt; }
 
   // The liquid-audio README's settings (src/blocks/sampling.h holds the numbers).
@@ -428,13 +515,18 @@ class Lfm25FamilyModel final : public FamilyModel {
                            Lfm25DetokenizerScratch::Create(*m_->detokenizer(), 1, o.max_batch, o.threads));
       d.emplace(std::move(ds));
     }
+    std::optional<MimiScratch> ms;
+    if (mimi_) {
+      LFM_ASSIGN_OR_RETURN(MimiScratch x, MimiScratch::Create(*mimi_, 1, o.threads));
+      ms.emplace(std::move(x));
+    }
     return std::shared_ptr<FamilyWorker>(std::make_shared<Lfm25FamilyWorker>(
-        std::shared_ptr<Lfm25Worker>(std::move(w)), std::move(d), o.max_batch));
+        std::shared_ptr<Lfm25Worker>(std::move(w)), std::move(d), std::move(ms), o.max_batch));
   }
 
   Result<std::unique_ptr<FamilySession>> CreateSession(const ConversationOptions& options, EngineCore& core,
                                                        std::shared_ptr<FamilyWorker> worker) const override {
-    return Lfm25FamilySession::Create(*m_, options, core, std::move(worker));
+    return Lfm25FamilySession::Create(codec_, options, core, std::move(worker));
   }
 
   Status Step(std::span<FamilySession* const> sessions, FamilyWorker& worker,
@@ -450,6 +542,14 @@ class Lfm25FamilyModel final : public FamilyModel {
       auto* s = static_cast<Lfm25FamilySession*>(fs);
       Bridge* b = s->bridge();
       if (b == nullptr || !b->TakePending()) continue;
+      if (b->mimi() != nullptr) {  // Mimi: each stream its frame, in turn, on the shared scratch
+        const auto t0 = std::chrono::steady_clock::now();
+        Result<size_t> n = MimiStep(*mimi_, *b->mimi(), b->frame(), b->pcm(), *w.mimi, team);
+        b->AddDetokenizerMs(MsSince(t0));
+        Status st = n.ok() ? b->Deliver(*n) : n.status();
+        if (!st.ok()) s->session()->Abort(std::move(st));
+        continue;
+      }
       w.speaking.push_back(s);
       w.requests.push_back({b->detok(), b->frame(), b->pcm(), 0});
     }
@@ -470,6 +570,8 @@ class Lfm25FamilyModel final : public FamilyModel {
 
  private:
   std::unique_ptr<Lfm25AudioModel> m_;
+  std::unique_ptr<MimiDecoder> mimi_;  // LFM2-Audio's codec (only without a detokenizer)
+  SpeechCodec codec_;                  // points into the two above
 };
 
 }  // namespace
@@ -490,7 +592,24 @@ Result<std::unique_ptr<FamilyModel>> LoadLfm25Family(const std::string& dir, con
     o.weights = f;
   }
   LFM_ASSIGN_OR_RETURN(std::unique_ptr<Lfm25AudioModel> m, Lfm25AudioModel::Load(dir, o));
-  return std::unique_ptr<FamilyModel>(new Lfm25FamilyModel(std::move(m)));
+  // No detokenizer: LFM2-Audio-1.5B's snapshot, whose codec is Kyutai's Mimi file beside the weights
+  // (spec LFM2_AUDIO.md §1: the caller picks, the files decide; liquid-audio probes for both).
+  std::unique_ptr<MimiDecoder> mimi;
+  std::error_code ec;
+  const fs::path folder = fs::is_directory(dir, ec) ? fs::path(dir) : fs::path(dir).parent_path();
+  if (m->detokenizer() == nullptr && fs::is_regular_file(folder / kMimiCheckpointName, ec)) {
+    LFM_ASSIGN_OR_RETURN(mimi,
+                         MimiDecoder::Load((folder / kMimiCheckpointName).string(), options.check_weights));
+    const int codes = m->backbone().audio_vocab() - 1;  // the end-of-audio row is no code
+    if (static_cast<int>(mimi->codebooks()) != m->config().codebooks ||
+        (codes > 0 && static_cast<int>(mimi->codebook_size()) != codes)) {
+      return InvalidArgument(StrFormat(
+          "%s: the Mimi checkpoint decodes %zu codebooks of %zu codes, but the model makes %d of %d",
+          (folder / kMimiCheckpointName).string().c_str(), mimi->codebooks(), mimi->codebook_size(),
+          m->config().codebooks, codes));
+    }
+  }
+  return std::unique_ptr<FamilyModel>(new Lfm25FamilyModel(std::move(m), std::move(mimi)));
 }
 
 class Lfm25CodecStream final : public FamilyCodecStream {

@@ -837,6 +837,10 @@ Result<Lfm2Gguf> OpenLfm2Gguf(const std::string& path) {
 
 // --- Writing ----------------------------------------------------------------------------
 
+// Kyutai's Mimi checkpoint as LFM2-Audio-1.5B's snapshot names it (codecs/mimi's kMimiCheckpointName; the
+// model library does not depend on the codec's).
+constexpr const char kMimiFileName[] = "tokenizer-e351c8d8-checkpoint125.safetensors";
+
 bool ParseGgufWriteType(const std::string& name, WeightFormat* out) {
   for (WeightFormat f : {WeightFormat::kF32, WeightFormat::kF16, WeightFormat::kBF16, WeightFormat::kQ8_0,
                          WeightFormat::kQ4_0}) {
@@ -1162,12 +1166,24 @@ Result<Lfm25GgufFiles> WriteLfm25GgufRelease(const std::string& snapshot_dir, co
   LFM_ASSIGN_OR_RETURN(nlohmann::json cfg_json, ReadJsonFile((src / "config.json").string()));
   LFM_ASSIGN_OR_RETURN(Lfm25AudioConfig cfg,
                        Lfm25AudioConfig::FromJson(cfg_json, (src / "config.json").string()));
+  // LFM2-Audio-1.5B has no audio_detokenizer/ (its codec is Kyutai's Mimi file): its set is the backbone,
+  // the mmproj and a vocoder without the detokenizer's table and window, with the Mimi file copied beside
+  // them, since no GGUF layout of Mimi exists.
   const fs::path detok_dir = src / "audio_detokenizer";
-  LFM_ASSIGN_OR_RETURN(nlohmann::json dcfg_json, ReadJsonFile((detok_dir / "config.json").string()));
-  LFM_ASSIGN_OR_RETURN(Lfm25DetokenizerConfig dcfg,
-                       Lfm25DetokenizerConfig::FromJson(dcfg_json, (detok_dir / "config.json").string()));
+  const bool has_detok = fs::is_directory(detok_dir, ec);
+  nlohmann::json dcfg_json;
+  std::optional<Lfm25DetokenizerConfig> dcfg;
+  std::optional<Checkpoint> dck;
+  if (has_detok) {
+    LFM_ASSIGN_OR_RETURN(dcfg_json, ReadJsonFile((detok_dir / "config.json").string()));
+    LFM_ASSIGN_OR_RETURN(dcfg,
+                         Lfm25DetokenizerConfig::FromJson(dcfg_json, (detok_dir / "config.json").string()));
+    LFM_ASSIGN_OR_RETURN(dck, Checkpoint::Open(detok_dir.string()));
+  } else if (!fs::is_regular_file(src / kMimiFileName, ec)) {
+    return NotFound(snapshot_dir + " has neither audio_detokenizer/ (LFM2.5-Audio's speech decoder) nor " +
+                    kMimiFileName + " (LFM2-Audio's Mimi); download the whole snapshot");
+  }
   LFM_ASSIGN_OR_RETURN(Checkpoint ck, Checkpoint::Open(src.string()));
-  LFM_ASSIGN_OR_RETURN(Checkpoint dck, Checkpoint::Open(detok_dir.string()));
   // The special ids and vocab size llama.cpp's converter takes from config.json [spec §1.2].
   VocabExportOptions vo;
   const nlohmann::json& lfm_json = cfg_json["lfm"];
@@ -1279,7 +1295,7 @@ Result<Lfm25GgufFiles> WriteLfm25GgufRelease(const std::string& snapshot_dir, co
                 "this model cannot be used as LLM, use it via --model-vocoder in TTS examples");
     w.AddU32("depthformer_n_layer", static_cast<uint32_t>(cfg.depthformer.layers));
     w.AddU32("depthformer_n_embd", static_cast<uint32_t>(cfg.depthformer.dim));
-    if (o.embed_configs) w.AddString("lfmvox.detokenizer_config", dcfg_json.dump());
+    if (o.embed_configs && has_detok) w.AddString("lfmvox.detokenizer_config", dcfg_json.dump());
     for (const std::string& hf : ck.Names()) {
       if (!IsVocoderTensor(hf)) continue;
       LFM_ASSIGN_OR_RETURN(TensorView t, ck.Get(hf));
@@ -1292,21 +1308,27 @@ Result<Lfm25GgufFiles> WriteLfm25GgufRelease(const std::string& snapshot_dir, co
       }
     }
     for (const char* hf : {"emb.emb.weight", "istft.window"}) {
-      LFM_ASSIGN_OR_RETURN(TensorView t, dck.Get(hf));
+      if (!has_detok) break;
+      LFM_ASSIGN_OR_RETURN(TensorView t, dck->Get(hf));
       LFM_RETURN_IF_ERROR(b.Add(hf, hf, t, o.type, ForcedF32(hf, t, o.type)));
     }
     LFM_RETURN_IF_ERROR(b.Write());
   }
+  if (!has_detok) {
+    out.detokenizer = (fs::path(out_dir) / kMimiFileName).string();
+    fs::copy_file(src / kMimiFileName, out.detokenizer, fs::copy_options::overwrite_existing, ec);
+    if (ec) return IoError("cannot copy " + (src / kMimiFileName).string() + ": " + ec.message());
+  }
   // Detokenizer: the LFM2 stack of audio_detokenizer/ plus dense_2 [spec §1.5].
-  {
+  if (has_detok) {
     FileBuilder b(out.detokenizer, keep);
     MetaWriter& w = b.meta();
-    LFM_ASSIGN_OR_RETURN(TensorView emb, dck.Get("lfm.embed_tokens.weight"));
-    WriteLfm2Meta(w, dcfg.lfm, emb.shape[0], dcfg.lfm.ffn_dim, dcfg.output_size);
+    LFM_ASSIGN_OR_RETURN(TensorView emb, dck->Get("lfm.embed_tokens.weight"));
+    WriteLfm2Meta(w, dcfg->lfm, emb.shape[0], dcfg->lfm.ffn_dim, dcfg->output_size);
     w.AddString("general.type", "model");
     w.AddU32("general.file_type", file_type);
     w.AddString("tokenizer.ggml.model", "none");
-    LFM_RETURN_IF_ERROR(AddLfm2Tensors(b, dck, o.type));
+    LFM_RETURN_IF_ERROR(AddLfm2Tensors(b, *dck, o.type));
     LFM_RETURN_IF_ERROR(b.Write());
   }
   LFM_RETURN_IF_ERROR(keep.CheckAllMatched());

@@ -89,7 +89,9 @@ struct Lfm25GgufWriteOptions {
 };
 
 // Writes the four files of a release from a Hugging Face snapshot directory
-// into out_dir (created if missing). Returns the paths written.
+// into out_dir (created if missing). Returns the paths written. For an
+// LFM2-Audio-1.5B snapshot (no audio_detokenizer/) the vocoder has no
+// detokenizer tensors and `detokenizer` is Kyutai's Mimi file, copied beside.
 Result<Lfm25GgufFiles> WriteLfm25GgufRelease(const std::string& snapshot_dir, const std::string& out_dir,
                                              const Lfm25GgufWriteOptions& options);
 
