@@ -523,6 +523,53 @@ sf_count_t WavFrames(const std::string& path) {
   return info.frames;
 }
 
+// LFM2-Audio-1.5B's layout through the CLI (a demo lfmvox-make-checkpoint writes, Mimi as its codec,
+// steered on its own TTS prompt), and a partial GGUF set: the backbone and mmproj transcribe; asked to
+// speak, they name the file they lack.
+TEST(Cli, Lfm2AudioAndPartialGgufSets) {
+  namespace fs = std::filesystem;
+  const std::string d = testing::ScratchPath("cli_lfm2_audio");
+  fs::remove_all(d);
+  ASSERT_EQ(RunBinary(LFMVOX_MAKE_CHECKPOINT, "lfm2-audio --size demo --tokenizer " +
+                                                  testing::DataPath("tokenizer/tokenizer.json") + " --out " +
+                                                  d + " --steer-tts 'Hello there.'")
+                .exit_code,
+            0);
+  const std::string wav = testing::ScratchPath("cli_lfm2.wav");
+  const CliRun tts = Cli("tts --model " + d + " --max-new 30 --seed 1 'Hello there.' -o " + wav);
+  ASSERT_EQ(tts.exit_code, 0) << tts.err;
+  const sf_count_t frames = WavFrames(wav);
+  EXPECT_GT(frames, 0);
+  EXPECT_EQ(frames % 1920, 0);  // whole Mimi frames: nothing held back
+  const CliRun chat = Cli("chat --model " + d + " --in " + testing::DataPath("inputs/question.wav") +
+                          " --out " + testing::ScratchPath("cli_lfm2_s2s.wav") + " --max-new 30 --seed 1");
+  EXPECT_EQ(chat.exit_code, 0) << chat.err;
+  const CliRun preset = Cli("tts --model " + d + " --voice 'US male' hello -o " + wav);
+  EXPECT_EQ(preset.exit_code, 1);
+  EXPECT_NE(preset.err.find("describe the voice"), std::string::npos) << preset.err;
+
+  const std::string full = testing::ScratchPath("cli_partial_full"),
+                    asr = testing::ScratchPath("cli_partial_asr");
+  fs::remove_all(full);
+  fs::remove_all(asr);
+  const CliRun q = Cli("quantize --model " + DemoCheckpoint(false) + " --type q8_0 --out " + full);
+  ASSERT_EQ(q.exit_code, 0) << q.err;
+  fs::create_directories(asr);
+  for (const auto& e : fs::directory_iterator(full)) {
+    const std::string n = e.path().filename().string();
+    if (n.rfind("vocoder-", 0) != 0 && n.rfind("tokenizer-", 0) != 0)
+      fs::copy_file(e.path(), fs::path(asr) / n);
+  }
+  const CliRun heard = Cli("asr --model " + asr + " --max-new 8 " + testing::DataPath("inputs/question.wav"));
+  EXPECT_EQ(heard.exit_code, 0) << heard.err;
+  const CliRun mute = Cli("tts --model " + asr + " hello -o " + wav);
+  EXPECT_EQ(mute.exit_code, 1);
+  EXPECT_NE(mute.err.find("vocoder-*.gguf"), std::string::npos) << mute.err;
+  fs::remove_all(d);
+  fs::remove_all(full);
+  fs::remove_all(asr);
+}
+
 TEST(Cli, TtsFileSpeaksSentenceBySentence) {
   const std::string model = DemoCheckpoint(true);
   const std::string one = testing::ScratchPath("tts_one.wav"), two = testing::ScratchPath("tts_two.wav"),
