@@ -575,6 +575,9 @@ int main(void) {
   CHECK(strcmp(info.family, "LFM2.5-Audio") == 0 && info.sample_rate == 24000 && info.num_codebooks == 8 &&
             info.audio_vocab == 2049,
         "info: %s %d %d %d", info.family, info.sample_rate, info.num_codebooks, info.audio_vocab);
+  /* The whole snapshot listens and speaks; a null model is an argument error. */
+  CHECK(lfmvox_model_can_listen(m) == LFMVOX_OK && lfmvox_model_can_speak(m) == LFMVOX_OK, "capabilities");
+  CHECK(lfmvox_model_can_speak(NULL) == LFMVOX_INVALID_ARGUMENT, "can_speak(NULL)");
   lfmvox_generate_options s2s;
   REQUIRE_OK(lfmvox_generate_options_preset(m, LFMVOX_PRESET_SPEECH_TO_SPEECH, &s2s));
   CHECK(s2s.mode == LFMVOX_MODE_INTERLEAVED && s2s.audio_temperature == 1.0f && s2s.audio_top_k == 4 &&

@@ -535,7 +535,10 @@ void Generate(Conversation& c, int n, Turn& t) {
 Turn SpeakTurn(const std::string& dir) {
   Turn t;
   auto m = AudioModel::Load(dir);
-  if (!m.ok()) return {m.status()};
+  if (!m.ok()) {
+    t.status = m.status();
+    return t;
+  }
   auto c = Conversation::Create(*m);
   EXPECT_TRUE(c.ok());
   t.status = (*c)->AddTokens(testing::TraceIds("lfm25_tiny/traces/tts__text_ids.npy"));
@@ -547,7 +550,10 @@ Turn SpeakTurn(const std::string& dir) {
 Turn HearTurn(const std::string& dir) {
   Turn t;
   auto m = AudioModel::Load(dir);
-  if (!m.ok()) return {m.status()};
+  if (!m.ok()) {
+    t.status = m.status();
+    return t;
+  }
   auto c = Conversation::Create(*m);
   EXPECT_TRUE(c.ok());
   const std::vector<int64_t> ids =

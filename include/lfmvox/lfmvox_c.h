@@ -69,7 +69,7 @@ int lfmvox_model_load(const char* dir, lfmvox_model** out);
 void lfmvox_model_free(lfmvox_model* model);
 
 typedef struct lfmvox_model_info {
-  const char* family;    /* "LFM2.5-Audio"; valid while the model lives */
+  const char* family;    /* "LFM2.5-Audio", "LFM2-Audio" or "LFM3-Audio"; valid while the model lives */
   int sample_rate;       /* of the speech produced (24000) */
   int num_codebooks;     /* audio codes per frame (8) */
   int audio_vocab;       /* valid audio codes are [0, audio_vocab), end-of-audio included */
@@ -80,6 +80,11 @@ int lfmvox_model_get_info(const lfmvox_model* model, lfmvox_model_info* out);
 /* The voices lfmvox_conversation_start_speech takes: *voices is an array of
  * *count NUL-terminated names, valid while the model lives. */
 int lfmvox_model_voices(const lfmvox_model* model, const char* const** voices, size_t* count);
+/* What the loaded files allow (AudioModel::CanListen / CanSpeak): LFMVOX_OK, or the error a call that
+ * needs the missing part would return (lfmvox_last_error names the file to add; a GGUF set without its
+ * mmproj does not listen, one without its vocoder does not speak). */
+int lfmvox_model_can_listen(const lfmvox_model* model);
+int lfmvox_model_can_speak(const lfmvox_model* model);
 /* The system prompt lfmvox_conversation_start_chat uses for NULL; valid while the model lives. */
 int lfmvox_model_default_system_prompt(const lfmvox_model* model, const char** prompt);
 

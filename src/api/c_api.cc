@@ -189,6 +189,20 @@ int lfmvox_model_voices(const lfmvox_model* model, const char* const** voices, s
   });
 }
 
+int lfmvox_model_can_listen(const lfmvox_model* model) {
+  return Guard([&]() -> Status {
+    if (model == nullptr) return NullArg("lfmvox_model_can_listen: model");
+    return model->model->CanListen();
+  });
+}
+
+int lfmvox_model_can_speak(const lfmvox_model* model) {
+  return Guard([&]() -> Status {
+    if (model == nullptr) return NullArg("lfmvox_model_can_speak: model");
+    return model->model->CanSpeak();
+  });
+}
+
 int lfmvox_model_default_system_prompt(const lfmvox_model* model, const char** prompt) {
   return Guard([&]() -> Status {
     if (model == nullptr || prompt == nullptr) return NullArg("lfmvox_model_default_system_prompt: argument");
