@@ -1321,7 +1321,11 @@ std::vector<std::string> Server::Endpoints() const {
   line("/v1/audio/transcriptions", listen);
   lines.push_back(std::string("/v1/chat/completions") + (speak.ok() ? "" : " (text answers only)") +
                   (listen.ok() ? "" : " (text questions only)"));
-  line("/v1/realtime", listen.ok() ? speak : listen);
+  if (listen.ok() && !speak.ok()) {
+    lines.push_back("/v1/realtime (transcription sessions only: " + speak.message() + ")");
+  } else {
+    line("/v1/realtime", listen);
+  }
   return lines;
 }
 
