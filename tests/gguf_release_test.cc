@@ -531,31 +531,33 @@ void Generate(Conversation& c, int n, Turn& t) {
   t.status = c.Generate(g, cb).status();
 }
 
-// The oracle's TTS turn (tts__text_ids, 24 greedy items: tts__sequential) of the model in `dir`.
-Turn SpeakTurn(const std::string& dir) {
-  Turn t;
+// A conversation on the model in `dir`, or null with the load error in t.status.
+std::unique_ptr<Conversation> Open(const std::string& dir, Turn& t) {
   auto m = AudioModel::Load(dir);
   if (!m.ok()) {
     t.status = m.status();
-    return t;
+    return nullptr;
   }
   auto c = Conversation::Create(*m);
   EXPECT_TRUE(c.ok());
-  t.status = (*c)->AddTokens(testing::TraceIds("lfm25_tiny/traces/tts__text_ids.npy"));
-  if (t.status.ok()) Generate(**c, 24, t);
+  return c.ok() ? std::move(c).value() : nullptr;
+}
+
+// The oracle's TTS turn (tts__text_ids, 24 greedy items: tts__sequential) of the model in `dir`.
+Turn SpeakTurn(const std::string& dir) {
+  Turn t;
+  std::unique_ptr<Conversation> c = Open(dir, t);
+  if (!c) return t;
+  t.status = c->AddTokens(testing::TraceIds("lfm25_tiny/traces/tts__text_ids.npy"));
+  if (t.status.ok()) Generate(*c, 24, t);
   return t;
 }
 
 // The oracle's speech prompt (prefill_speech__text_ids around question.wav), 16 greedy items.
 Turn HearTurn(const std::string& dir) {
   Turn t;
-  auto m = AudioModel::Load(dir);
-  if (!m.ok()) {
-    t.status = m.status();
-    return t;
-  }
-  auto c = Conversation::Create(*m);
-  EXPECT_TRUE(c.ok());
+  std::unique_ptr<Conversation> c = Open(dir, t);
+  if (!c) return t;
   const std::vector<int64_t> ids =
       testing::LoadTrace("lfm25_tiny/traces/prefill_speech__text_ids.npy").ToInt64();
   const std::vector<int64_t> flags =
@@ -570,10 +572,10 @@ Turn HearTurn(const std::string& dir) {
     }
     (heard ? after : before).push_back(static_cast<int32_t>(ids[ti++]));
   }
-  t.status = (*c)->AddTokens(before);
-  if (t.status.ok()) t.status = (*c)->AddAudioFile(DataPath("inputs/question.wav"));
-  if (t.status.ok()) t.status = (*c)->AddTokens(after);
-  if (t.status.ok()) Generate(**c, 16, t);
+  t.status = c->AddTokens(before);
+  if (t.status.ok()) t.status = c->AddAudioFile(DataPath("inputs/question.wav"));
+  if (t.status.ok()) t.status = c->AddTokens(after);
+  if (t.status.ok()) Generate(*c, 16, t);
   return t;
 }
 
