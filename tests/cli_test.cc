@@ -283,7 +283,10 @@ TEST(Cli, GenerateReproducesTtsTrace) {
         EXPECT_EQ(line.rfind(expect, 0), 0u) << c << " row " << row << ": " << line;
       } else {
         expect = "{\"audio\":[";
-        for (int k = 0; k < 8; ++k) expect += (k ? "," : "") + std::to_string(w[1 + k]);
+        for (int k = 0; k < 8; ++k) {
+          if (k > 0) expect += ',';
+          expect += std::to_string(w[1 + k]);
+        }
         expect += "]}";
         EXPECT_EQ(line, expect) << c << " row " << row;
       }
@@ -306,7 +309,10 @@ void ExpectRows(const std::string& out, const std::vector<int64_t>& want, size_t
           << what << " row " << row << ": " << line;
     } else {
       std::string expect = "{\"audio\":[";
-      for (int k = 0; k < 8; ++k) expect += (k ? "," : "") + std::to_string(w[1 + k]);
+      for (int k = 0; k < 8; ++k) {
+        if (k > 0) expect += ',';
+        expect += std::to_string(w[1 + k]);
+      }
       EXPECT_EQ(line, expect + "]}") << what << " row " << row;
     }
     ++row;
@@ -757,7 +763,7 @@ TEST(Cli, ProgressLineOnlyOnATerminal) {
   EXPECT_NE(tty.find("2 sentences"), std::string::npos) << tty;  // the summary line still comes
 }
 
-TEST(Cli, InteractiveChatRunsFiveHundredTurns) {
+TEST(CliLong, InteractiveChatRunsFiveHundredTurns) {
   const std::string model = DemoCheckpoint(false);
   const std::string in = testing::ScratchPath("chat_500.txt"), dir = testing::ScratchPath("chat_500");
   std::filesystem::create_directories(dir);

@@ -891,7 +891,9 @@ TEST(ServerLfm2Audio, SpeechThroughMimiEqualsTheLibrary) {
     const std::string v = std::string(voice) == "alloy" ? "" : voice;
     const LibOut lib = RunLibrary(
         *model, [&](Conversation& c) { return c.StartSpeech(v, kSpeechText); }, g);
-    if (v.empty()) ASSERT_GT(lib.pcm.size(), 0u) << "the steered prompt speaks";
+    if (v.empty()) {
+      ASSERT_GT(lib.pcm.size(), 0u) << "the steered prompt speaks";
+    }
     json req = {{"model", "demo"},          {"input", kSpeechText}, {"voice", voice},
                 {"response_format", "pcm"}, {"temperature", 0},     {"seed", 0}};
     Reply r = Post(port, "/v1/audio/speech", req);

@@ -247,7 +247,9 @@ TEST(Transcribe, WordTimestamps) {
     EXPECT_LE(0.0, words[i].start);
     EXPECT_LE(words[i].start, words[i].end);
     EXPECT_LE(words[i].end, clip);
-    if (i > 0) EXPECT_LE(words[i - 1].start, words[i].start);
+    if (i > 0) {
+      EXPECT_LE(words[i - 1].start, words[i].start);
+    }
   }
   auto same = [&](const std::vector<WordTiming>& b) {
     ASSERT_EQ(b.size(), words.size());

@@ -13,6 +13,7 @@
 #include "lfmvox/audio_io.h"
 #include "request_parse.h"
 #include "vad.h"
+#include "wire.h"
 
 namespace lfmvox::server {
 namespace {
@@ -21,10 +22,7 @@ namespace net = boost::asio;
 namespace beast = boost::beast;
 namespace websocket = beast::websocket;
 using json = nlohmann::json;
-constexpr auto kAwait = net::use_awaitable;
 constexpr int kRate = 24000;  // the wire's PCM16 rate, both ways
-
-std::string Dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
 std::string Id(const char* prefix) {
   static std::atomic<uint64_t> n{0};

@@ -40,6 +40,7 @@
 #include "scheduler.h"
 #include "tempo.h"
 #include "web_assets.h"
+#include "wire.h"
 
 namespace lfmvox::server {
 
@@ -65,10 +66,6 @@ using Request = http::request<http::string_body>;
   } while (0)
 
 namespace {
-
-constexpr auto kAwait = net::use_awaitable;
-
-std::string Dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
 int64_t UnixNow() { return static_cast<int64_t>(std::time(nullptr)); }
 

@@ -259,7 +259,7 @@ struct ModelOptions {
   // `lfmvox quantize`'s; it costs a pass over the weights at load and their
   // quantized size in memory (on top of the mapped file, whose pages the OS
   // may drop); a GGUF file of that type loads without either.
-  std::string weights;
+  std::string weights{};
   // Scan every weight for NaN and ±inf at load (each float, each block
   // scale) and fail naming the first bad tensor and element. It reads the
   // whole file once (bench_lfm25 --load measures it); false skips it, for
@@ -431,7 +431,7 @@ struct SpeakOptions {
   double gap_seconds = 0.12;
   // Called after each sentence with the sentences spoken so far and their total (for a progress line;
   // the library prints nothing).
-  std::function<void(size_t done, size_t total)> on_progress;
+  std::function<void(size_t done, size_t total)> on_progress{};
 };
 
 struct SpeakSummary {

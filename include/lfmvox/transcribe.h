@@ -37,10 +37,10 @@ struct TranscribeOptions {
   // Token ids around each window's speech in place of the official ASR prompt (StartAsr before it,
   // EndTurn + StartTurn("assistant") after it), for checkpoints without that prompt's tokens. Both empty:
   // the official prompt.
-  std::vector<int32_t> prompt_before_speech, prompt_after_speech;
+  std::vector<int32_t> prompt_before_speech{}, prompt_after_speech{};
   // Called after each window with the seconds transcribed so far and the file's length as its header
   // declares it (-1 when unknown), for a progress line; the library prints nothing.
-  std::function<void(double done_seconds, double total_seconds)> on_progress;
+  std::function<void(double done_seconds, double total_seconds)> on_progress{};
   // Each segment's words with their times (GenerateOptions::word_timestamps: approximate, see there).
   bool word_timestamps = false;
 };
@@ -48,9 +48,10 @@ struct TranscribeOptions {
 struct TranscriptSegment {
   double start = 0;  // seconds from the start of the file
   double end = 0;
-  std::string text;               // the window's transcript, control tokens left out
-  std::vector<int32_t> ids;       // every text token generated for the window, control tokens included
-  std::vector<WordTiming> words;  // with TranscribeOptions::word_timestamps: in seconds from the file's start
+  std::string text;            // the window's transcript, control tokens left out
+  std::vector<int32_t> ids{};  // every text token generated for the window, control tokens included
+  std::vector<WordTiming>
+      words{};  // with TranscribeOptions::word_timestamps: in seconds from the file's start
 };
 
 struct TranscribeSummary {

@@ -2,49 +2,19 @@
 
 #include <gtest/gtest.h>
 
-#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
-#include <new>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "alloc_counter.h"
 #include "hwy/targets.h"
 #include "io/npy.h"
-
-// Counting allocator for the no-allocation test: every global operator new in
-// this binary goes through here.
-namespace {
-std::atomic<bool> g_count_allocations{false};
-std::atomic<size_t> g_allocations{0};
-
-void* CountedAlloc(size_t size, size_t align) {
-  if (g_count_allocations.load(std::memory_order_relaxed)) g_allocations.fetch_add(1);
-  if (size == 0) size = 1;
-  void* p = align > alignof(std::max_align_t) ? std::aligned_alloc(align, (size + align - 1) / align * align)
-                                              : std::malloc(size);
-  if (p == nullptr) throw std::bad_alloc();
-  return p;
-}
-}  // namespace
-
-void* operator new(size_t size) { return CountedAlloc(size, 0); }
-void* operator new[](size_t size) { return CountedAlloc(size, 0); }
-void* operator new(size_t size, std::align_val_t a) { return CountedAlloc(size, static_cast<size_t>(a)); }
-void* operator new[](size_t size, std::align_val_t a) { return CountedAlloc(size, static_cast<size_t>(a)); }
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete[](void* p) noexcept { std::free(p); }
-void operator delete(void* p, size_t) noexcept { std::free(p); }
-void operator delete[](void* p, size_t) noexcept { std::free(p); }
-void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::align_val_t) noexcept { std::free(p); }
-void operator delete(void* p, size_t, std::align_val_t) noexcept { std::free(p); }
-void operator delete[](void* p, size_t, std::align_val_t) noexcept { std::free(p); }
 
 namespace lfmvox::dsp {
 namespace {
@@ -248,7 +218,7 @@ TEST(StreamingIstft, ResetRestartsTheStream) {
   EXPECT_EQ(std::memcmp(first.data(), third.data(), first.size() * sizeof(float)), 0);
 }
 
-// Step and Flush allocate nothing (operator new is counted above; the
+// Step and Flush allocate nothing (tests/alloc_counter.cc counts every global operator new; the
 // library's own buffers are all sized in Init).
 TEST(StreamingIstft, NoAllocationAfterInit) {
   const std::vector<float> window = LoadWindow();
@@ -257,15 +227,13 @@ TEST(StreamingIstft, NoAllocationAfterInit) {
   ASSERT_TRUE(istft.Init(kNfft, kHop, window).ok());
   std::vector<float> out(istft.max_output());
   size_t total = 0;
-  g_allocations = 0;
-  g_count_allocations = true;
+  const long before = lfmvox::testing::AllocationCount();
   for (size_t t = 0; t < 42; ++t) {
     total += istft.Step(lin.data() + t * kRow, lin.data() + t * kRow + kBins, out.data());
   }
   total += istft.Flush(out.data());
   istft.Reset();
-  g_count_allocations = false;
-  EXPECT_EQ(g_allocations.load(), 0u);
+  EXPECT_EQ(lfmvox::testing::AllocationCount() - before, 0);
   EXPECT_EQ(total, kSamplesPerCode * 7);
 }
 

@@ -148,7 +148,7 @@ LFMVOX_AVX512 void PrepareWTile(const MatrixView& w, size_t j, size_t nv, size_t
 }
 
 // Sums 0-3 and X 4-5 with `rows` rows (64 / 32 bytes), W 6-7 with 8 rows of 64 bytes (K = 32).
-__attribute__((target("amx-tile"))) void Configure(size_t rows) {
+__attribute__((target("amx-tile"))) void ConfigureQuantTiles(size_t rows) {
   internal::AmxTileConfig cfg;
   for (int t = 0; t < 8; ++t) {
     cfg.rows[t] = static_cast<uint8_t>(t >= 6 ? 8 : rows);
@@ -253,7 +253,7 @@ __attribute__((target("amx-tile"))) void WTiles(const int8_t* xa, const float* x
     PrepareWTile(w, j, nv, blocks, wt);
     for (size_t i0 = 0; i0 < m; i0 += kRows) {
       const size_t rows = std::min(kRows, m - i0), xt = i0 / kRows;
-      if (rows != configured) Configure(configured = rows);
+      if (rows != configured) ConfigureQuantTiles(configured = rows);
       XTile(xa + xt * blocks * 512, xd + xt * blocks * 16, blocks, i0, rows, wt, j, nv, bias, y, ldy, acc, c);
     }
   }

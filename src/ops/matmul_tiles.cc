@@ -153,7 +153,7 @@ __attribute__((target("amx-tile,amx-bf16"))) inline void GroupBlock(const uint16
 }
 
 // The X tiles (4-6) and accumulators (0-3) with `rows` rows, W's (7) with 16 (its 32 columns as 16 pairs).
-__attribute__((target("amx-tile"))) void Configure(size_t rows) {
+__attribute__((target("amx-tile"))) void ConfigureBf16Tiles(size_t rows) {
   internal::AmxTileConfig cfg;
   for (int t = 0; t < 8; ++t) {
     cfg.rows[t] = static_cast<uint8_t>(t == 7 ? kTileRows : rows);
@@ -177,7 +177,7 @@ __attribute__((target("amx-tile,amx-bf16,avx512f"))) void Groups(const MatrixVie
     const uint16_t* wg = wt + g * kGroupTiles * kc * kTileElems;
     for (size_t b = 0; b < blocks; ++b) {
       const size_t rows = std::min(kTileRows, m - kTileRows * b);
-      if (rows != configured) Configure(configured = rows);
+      if (rows != configured) ConfigureBf16Tiles(configured = rows);
       const uint16_t* xb = xp + b * kc * kParts * kTileElems;
       switch (tg) {
         case 4:

@@ -2,17 +2,12 @@
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
+
+#include "threading/now.h"
 
 namespace lfmvox {
 
 namespace {
-
-int64_t NowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 // Median of v[0, n) (n ≥ 1), sorting in place; n is at most kMaxProbeCalls.
 double Median(double* v, uint32_t n) {

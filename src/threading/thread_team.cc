@@ -4,6 +4,8 @@
 #include <chrono>
 #include <climits>
 
+#include "threading/now.h"
+
 #if defined(__linux__)
 #include <linux/futex.h>
 #include <sys/syscall.h>
@@ -86,12 +88,6 @@ constexpr int64_t kDebtLimitNs = 1'000'000;
 constexpr int64_t kMinBackoffNs = 4'000'000;
 constexpr int64_t kMaxBackoffNs = 128'000'000;
 constexpr uint32_t kRelapseDispatches = 256;
-
-int64_t NowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 static_assert(sizeof(std::atomic<uint32_t>) == sizeof(uint32_t) && std::atomic<uint32_t>::is_always_lock_free,
               "the futex words must be plain 32-bit integers");

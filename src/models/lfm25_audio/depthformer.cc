@@ -13,12 +13,12 @@ namespace lfmvox {
 
 namespace {
 
-constexpr int64_t kMaxDim = 1 << 16;  // far above any real width; stops absurd allocations
+constexpr int64_t kMaxDepthDim = 1 << 16;  // far above any real width; stops absurd allocations
 
 // The row count of a [rows, cols] tensor whose cols are known.
 Result<int> RowsOf(const Checkpoint& ckpt, const std::string& name, int64_t cols) {
   LFM_ASSIGN_OR_RETURN(TensorView t, ckpt.Get(name));
-  if (t.shape.rank != 2 || t.shape[1] != cols || t.shape[0] < 1 || t.shape[0] > kMaxDim) {
+  if (t.shape.rank != 2 || t.shape[1] != cols || t.shape[0] < 1 || t.shape[0] > kMaxDepthDim) {
     return InvalidArgument(StrFormat("tensor %s has shape %s; expected [rows, %lld]", name.c_str(),
                                      t.shape.ToString().c_str(), static_cast<long long>(cols)));
   }
