@@ -205,7 +205,8 @@ TEST(MatMul, DeterministicAcrossChunkingEveryTarget) {
   ThreadTeam team1(1), team2(2);
   ForEachTarget([&] {
     Rng rng(3);
-    for (const auto& [k, n] : {std::pair<size_t, size_t>{1282, 21}, {8197, 21}, {1000, 300}}) {
+    for (const auto& shape : {std::pair<size_t, size_t>{1282, 21}, {8197, 21}, {1000, 300}}) {
+      const size_t k = shape.first, n = shape.second;  // plain locals: clang 14 cannot capture bindings
       const size_t m = 37;
       MatMulCase c(m, n, k, 0, /*integers=*/false, rng);
       for (WeightFormat t : kPlainFormats) {
@@ -432,7 +433,8 @@ TEST(MatMulTiles, DeterministicAcrossChunking) {
   ThreadTeam team1(1), team2(2);
   ForEachTilesKernel([&](bool) {
     Rng rng(24);
-    for (const auto& [k, n] : {std::pair<size_t, size_t>{1000, 300}, {2051, 70}}) {
+    for (const auto& shape : {std::pair<size_t, size_t>{1000, 300}, {2051, 70}}) {
+      const size_t k = shape.first, n = shape.second;  // plain locals: clang 14 cannot capture bindings
       const size_t m = 37;
       MatMulCase c(m, n, k, 0, /*integers=*/false, rng);
       const TilesCopy t(c.W(WeightFormat::kBF16));
@@ -662,12 +664,13 @@ TEST(MatMulQuant, DeterministicAcrossChunkingEveryTarget) {
       WeightFormat f;
       size_t k, n;
     };
-    for (const auto& [f, k, n] :
-         {Case{WeightFormat::kQ8_0, 2048, 21}, Case{WeightFormat::kQ8_0, 2080, 21},
-          Case{WeightFormat::kQ8_0, 2016, 21}, Case{WeightFormat::kQ4_0, 2048, 21},
-          Case{WeightFormat::kQ4_0, 2080, 21}, Case{WeightFormat::kQ4_0, 2016, 21},
-          Case{WeightFormat::kQ6_K, 2048, 21}, Case{WeightFormat::kQ4_0, 2048, 563},
-          Case{WeightFormat::kQ8_0, 2080, 301}, Case{WeightFormat::kQ6_K, 2048, 401}}) {
+    for (const Case& shape : {Case{WeightFormat::kQ8_0, 2048, 21}, Case{WeightFormat::kQ8_0, 2080, 21},
+                              Case{WeightFormat::kQ8_0, 2016, 21}, Case{WeightFormat::kQ4_0, 2048, 21},
+                              Case{WeightFormat::kQ4_0, 2080, 21}, Case{WeightFormat::kQ4_0, 2016, 21},
+                              Case{WeightFormat::kQ6_K, 2048, 21}, Case{WeightFormat::kQ4_0, 2048, 563},
+                              Case{WeightFormat::kQ8_0, 2080, 301}, Case{WeightFormat::kQ6_K, 2048, 401}}) {
+      const WeightFormat f = shape.f;  // plain locals: clang 14 cannot capture structured bindings
+      const size_t k = shape.k, n = shape.n;
       const size_t m = 37;
       QuantCase c(f, m, n, k, 1, 0, rng);
       const Weight w = c.W();
