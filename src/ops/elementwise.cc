@@ -147,7 +147,15 @@ void SoftmaxImpl(float* x, size_t n) {
   size_t i = 0;
   for (; i + N <= n; i += N) vmax = hn::Max(vmax, hn::LoadU(df, x + i));
   if (i < n) vmax = hn::Max(vmax, LoadTail(df, x + i, n - i, -kInf));
-  vmax = hn::Set(df, MaxLane(df, vmax));
+  const float max = MaxLane(df, vmax);
+  // Every entry masked is 0/0, as torch gives; answered here because x - max
+  // would be NaN and Exp converts its argument to an integer (undefined for
+  // NaN on the scalar target).
+  if (!(max > -kInf)) {
+    std::fill(x, x + n, std::numeric_limits<float>::quiet_NaN());
+    return;
+  }
+  vmax = hn::Set(df, max);
 
   // Exp returns exactly 0 below -104, so -inf inputs give exact zeros; the
   // padded lanes of the tail hold -inf for the same reason.

@@ -518,10 +518,11 @@ TEST(MatMul, EveryFormatHasAKernelAndKnowsItsBytes) {
     EXPECT_TRUE(HasMatMulKernel(f));
     const size_t e = bytes_per_256[static_cast<size_t>(f)];
     EXPECT_EQ(FormatRowBytes(f, 256), e);
-    const Weight w = Weight::Dense(f, nullptr, 5, 256, 512);
+    const std::vector<uint8_t> bytes(5 * 2 * e);
+    const Weight w = Weight::Dense(f, bytes.data(), 5, 256, 512);
     EXPECT_EQ(w.row_bytes, 2 * e);
     EXPECT_EQ(w.bytes(), 5 * w.row_bytes);
-    EXPECT_EQ(w.row(3), static_cast<const uint8_t*>(nullptr) + 3 * 2 * e);
+    EXPECT_EQ(w.row(3), bytes.data() + 3 * 2 * e);
     EXPECT_EQ(FormatRowBytes(f, 37) == 0, IsBlockFormat(f));
   }
   EXPECT_EQ(Weight().bytes(), 0u);

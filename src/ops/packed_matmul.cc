@@ -306,8 +306,9 @@ PackedWeight PackWeight(const Weight& w) {
   p.rows = w.rows;
   p.cols = w.cols;
   const size_t k = w.cols, panel = k * kPackedPanel;
+  p.format = w.format == WeightFormat::kBF16 ? WeightFormat::kBF16 : WeightFormat::kF32;
+  if (panel == 0 || w.rows == 0) return p;  // no elements: no buffer to place columns in
   if (w.format == WeightFormat::kBF16) {
-    p.format = WeightFormat::kBF16;
     p.data.Reset(p.panels() * panel * sizeof(uint16_t));
     auto* dst = reinterpret_cast<uint16_t*>(p.data.data());
     for (size_t j = 0; j < w.rows; ++j) {
@@ -317,7 +318,6 @@ PackedWeight PackWeight(const Weight& w) {
     }
     return p;
   }
-  p.format = WeightFormat::kF32;
   p.data.Reset(p.panels() * panel * sizeof(float));
   auto* dst = reinterpret_cast<float*>(p.data.data());
   std::vector<float> row(k);
