@@ -59,7 +59,7 @@ bool Config() {
     ok &= Write("config", r + "_wide", r + "{\"full_attn_idxs\":" + WideArray(500000) + "}");
     ok &= Write("config", r + "_long_string", r + "{\"model_type\":\"" + std::string(kMax - 64, 'x') + "\"}");
   }
-  // Sizes that ask for gigabytes (issue 10, class 4).
+  // Sizes that ask for gigabytes.
   ok &= Write("config", "1_huge_window",
               "1{\"hidden_size\":512,\"num_hidden_layers\":8,\"sliding_window\":8000000,\"layer_types\":"
               "[\"conv\",\"sliding_attention\"],\"num_attention_heads\":16,\"num_key_value_heads\":8}");
@@ -86,7 +86,7 @@ bool Tokenizer() {
   vocab += "}";
   ok &= Write("tokenizer", "0_big_vocab",
               std::string("\0", 1) + "{\"model\":{\"type\":\"BPE\",\"vocab\":" + vocab + ",\"merges\":[]}}");
-  // A pre-tokenizer regex with nested lookahead (class 5), then text for it.
+  // A pre-tokenizer regex with nested lookahead, then text for it.
   ok &= Write("tokenizer", "0_lookahead",
               std::string("\0", 1) +
                   "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"!\":1},\"merges\":[]},\"pre_tokenizer\":"

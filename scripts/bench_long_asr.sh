@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Long-form ASR memory benchmark (issue 12): speaks a text with espeak-ng (Debian package espeak-ng, a
+# Long-form ASR memory benchmark: speaks a text with espeak-ng (Debian package espeak-ng, a
 # bench-only tool) for each length in MINUTES, transcribes it with build/bench/bench_transcribe and prints
 # one JSON line per length (peak RSS, peak buffered samples, segments). The peak RSS should not grow with
 # the length. Usage:

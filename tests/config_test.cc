@@ -227,14 +227,14 @@ TEST(Lfm25AudioConfig, BadValueInEachSectionNamesSectionAndKey) {
       {"no_encoder", [](json& j) { j.erase("encoder"); }, StatusCode::kNotFound, "", "\"encoder\" section"},
       {"mels", [](json& j) { j["encoder"]["feat_in"] = 80; }, StatusCode::kInvalidArgument, "[encoder]",
        "feat_in"},
-      // Issue 10, class 4: n_fft 2^20 with 4096 features would be an 8.6 GB filterbank.
+      // A size that asks for gigabytes: n_fft 2^20 with 4096 features would be an 8.6 GB filterbank.
       {"n_fft_huge",
        [](json& j) {
          j["preprocessor"]["n_fft"] = 1 << 20;
          j["preprocessor"]["features"] = j["encoder"]["feat_in"] = 4096;
        },
        StatusCode::kOutOfRange, "[preprocessor]", "n_fft"},
-      // Issue 10, class 4: more mel filters than FFT bins (512 → 257 bins).
+      // More mel filters than FFT bins (512 → 257 bins).
       {"mels_over_bins", [](json& j) { j["preprocessor"]["features"] = j["encoder"]["feat_in"] = 4096; },
        StatusCode::kOutOfRange, "[preprocessor]", "257 FFT bins"},
   };
@@ -262,8 +262,8 @@ TEST(Lfm25AudioConfig, BadValueInEachSectionNamesSectionAndKey) {
   EXPECT_EQ(c->depthformer.layers, 2);
 }
 
-// Issue 10, class 4: a sliding window beyond the model's positions (the issue's 500 000 and 8 000 000,
-// which took 3 GB and asked for 48 GB) is refused at parse time, naming both keys.
+// A sliding window beyond the model's positions (hostile configs' 500 000 and 8 000 000, which took 3 GB and
+// asked for 48 GB) is refused at parse time, naming both keys.
 TEST(Lfm25DetokenizerConfig, WindowBeyondPositionsIsRefused) {
   json j = ReadJson(DataPath("lfm25_detok/config.json"));
   for (int window : {500000, 8000000}) {

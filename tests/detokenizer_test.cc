@@ -411,8 +411,8 @@ TEST(Detokenizer, LoadErrorsNameTheProblem) {
   EXPECT_NE(bad_kind.status().message().find("mamba"), std::string::npos);
 }
 
-// Issue 10, class 4: a window the config allows (max_position_embeddings raised with it) but whose K/V
-// caches exceed the memory budget is refused before anything is allocated, saying how much and why.
+// A window the config allows (max_position_embeddings raised with it) but whose K/V caches exceed the memory
+// budget is refused before anything is allocated, saying how much and why.
 TEST(Detokenizer, CachesBeyondTheMemoryBudgetAreRefused) {
   if (!testing::WeightsVariant().empty()) GTEST_SKIP() << "edits the safetensors snapshot";
   const std::string dir = testing::ScratchPath("detok_budget");

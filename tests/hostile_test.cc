@@ -1,6 +1,6 @@
-// Hostile and careless input through the public API (issue 10): each test names the class it covers and
-// the oracle checkpoint it starts from (tests/data/, see tests/data/README.md). The CLI side of the same
-// classes is in cli_test.cc.
+// Hostile and careless input through the public API: each test names the kind of input it covers and the
+// oracle checkpoint it starts from (tests/data/, see tests/data/README.md). The CLI side of the same kinds is
+// in cli_test.cc.
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -32,7 +32,7 @@ std::vector<int32_t> TtsPrompt() {
 }
 
 // ---------------------------------------------------------------------------
-// Class 6: non-finite weights. lfm25_tiny with a NaN at element 1000 of layer 0's w1 ([384, 128] BF16:
+// Non-finite weights. lfm25_tiny with a NaN at element 1000 of layer 0's w1 ([384, 128] BF16:
 // index [7, 104]); lfm25_detok with +inf at element 5 of its layer 0 w1 ([128, 512] BF16).
 
 const char kBackboneTensor[] = "lfm.layers.0.feed_forward.w1.weight";
@@ -143,7 +143,7 @@ TEST(NonFiniteWeights, DetokenizerInfWithTheCheckSkippedFailsTheStep) {
 }
 
 // ---------------------------------------------------------------------------
-// Class 5: a pre-tokenizer regex that backtracks super-linearly. lfm25_tiny with its Split pattern replaced
+// A pre-tokenizer regex that backtracks super-linearly. lfm25_tiny with its Split pattern replaced
 // by `a(?=.*.*.*!)`: on 1600 a's each start position's lookahead costs ~n^3 steps (> 60 s in all with a
 // per-call limit); the per-text budget (10M + 1024 steps per byte and pass) stops it with an error. The
 // oracle's own pattern still encodes a long prose text (its golden encodings are in tokenizer_test).
@@ -164,7 +164,7 @@ TEST(RegexBudget, NestedLookaheadFailsWithTheBudgetError) {
 }
 
 // ---------------------------------------------------------------------------
-// Class 3: exceptions never escape. A child process with its address space capped (RLIMIT_AS) 48 MiB
+// Exceptions never escape. A child process with its address space capped (RLIMIT_AS) 48 MiB
 // above what it uses asks for a conversation of 128 000 positions on lfm25_tiny: ~190 MiB of caches and
 // history, inside the memory budget (the machine's memory) but beyond the cap, so an allocation throws
 // std::bad_alloc; the public API must return kOutOfMemory (C API: LFMVOX_NO_MEMORY) with what to lower,

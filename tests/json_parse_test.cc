@@ -1,6 +1,6 @@
-// Hostile JSON and files where JSON is expected (issue 10, classes 1, 3, 4, 5): base/json_parse.h
-// and io/json_config.h's ReadJsonFile refuse deep nesting, value floods, oversized files, FIFOs and
-// directories with a clear error, quickly and in bounded memory, and never throw.
+// Hostile JSON and files where JSON is expected: base/json_parse.h and io/json_config.h's ReadJsonFile refuse
+// deep nesting, value floods, oversized files, FIFOs and directories with a clear error, quickly and in
+// bounded memory, and never throw.
 #include "base/json_parse.h"
 
 #include <gtest/gtest.h>

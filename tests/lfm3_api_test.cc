@@ -505,11 +505,11 @@ int CollectPcm(void* user, const float* pcm, size_t n) {
   return 0;
 }
 
-// Issue 10, item 1, for LFM3 sessions: the conversation's bytes are planned from the config before anything
-// is allocated. The plan equals what Lfm3State::Create then allocates (state_bytes(), the buffers as
-// allocated), and the demo backbone (conv, full attention, conv, sliding attention of 8; 2 KV heads of 8) at
-// 4096 positions holds 2 * 4096 * 16 floats = 512 KiB of full-attention K/V plus 4096 * (8 + 12 * 4) bytes of
-// history, so under LFMVOX_MEMORY_LIMIT=512K it is refused with its sizes and a context of 256 fits.
+// For LFM3 sessions too, the conversation's bytes are planned from the config before anything is allocated.
+// The plan equals what Lfm3State::Create then allocates (state_bytes(), the buffers as allocated), and the
+// demo backbone (conv, full attention, conv, sliding attention of 8; 2 KV heads of 8) at 4096 positions holds
+// 2 * 4096 * 16 floats = 512 KiB of full-attention K/V plus 4096 * (8 + 12 * 4) bytes of history, so under
+// LFMVOX_MEMORY_LIMIT=512K it is refused with its sizes and a context of 256 fits.
 TEST(Lfm3Api, ConversationBeyondTheMemoryLimitIsRefusedWithItsSizes) {
   Result<std::unique_ptr<Lfm3AudioModel>> mr = Lfm3AudioModel::Load(ModelDir());
   ASSERT_TRUE(mr.ok()) << mr.status().ToString();

@@ -1,10 +1,10 @@
-// Issue 10, done-when 3: the peak memory of a command refused for hostile input stays under twice the
-// peak of the same command on a legitimate input of the same model, and no refused input makes the
-// command run past its time limit. Each case runs `lfmvox` in a child (fork + exec, stdout and stderr to
-// files) under a 60 s alarm; the child's peak RSS comes from wait4. The legitimate runs:
-// `detokenize` of examples/codes.txt with tests/data/lfm25_detok (the codes of detok__T45__codes.npy)
-// and `generate` of a prompt holding inputs/synthetic_16k.wav with tests/data/lfm25_tiny. The hostile inputs
-// are the issue's class 1, 4 and 10 cases, most as sparse files, so they cost no disk.
+// The peak memory of a command refused for hostile input stays under twice the peak of the same command on a
+// legitimate input of the same model, and no refused input makes the command run past its time limit. Each
+// case runs `lfmvox` in a child (fork + exec, stdout and stderr to files) under a 60 s alarm; the child's
+// peak RSS comes from wait4. The legitimate runs: `detokenize` of examples/codes.txt with
+// tests/data/lfm25_detok (the codes of detok__T45__codes.npy) and `generate` of a prompt holding
+// inputs/synthetic_16k.wav with tests/data/lfm25_tiny. The hostile inputs are oversized and deeply nested
+// files, sizes that ask for gigabytes and over-long clips, most as sparse files, so they cost no disk.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/resource.h>

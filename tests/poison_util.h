@@ -1,7 +1,6 @@
-// Hostile copies of the oracle checkpoints: poisoned weights (issue 10, class 6): a model folder whose
-// model.safetensors has one element of one tensor replaced (NaN, inf), the rest of the folder linked to
-// the original, so the load-time weight scan and the run-time guards can be checked on a file that is
-// the oracle's in every other byte.
+// Hostile copies of the oracle checkpoints: poisoned weights: a model folder whose model.safetensors has one
+// element of one tensor replaced (NaN, inf), the rest of the folder linked to the original, so the load-time
+// weight scan and the run-time guards can be checked on a file that is the oracle's in every other byte.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -81,7 +80,7 @@ inline std::string PoisonedCopy(const std::string& name, const std::string& src,
 }
 
 // LinkedCopy of model folder `src` whose tokenizer.json (src's, followed through its link) has its first
-// "Regex" pattern replaced by `pattern` (JSON-escaped already): a hostile pre-tokenizer (issue 10, class 5).
+// "Regex" pattern replaced by `pattern` (JSON-escaped already): a hostile pre-tokenizer.
 inline std::string PatternCopy(const std::string& name, const std::string& src, const std::string& pattern) {
   namespace fs = std::filesystem;
   const fs::path dir = LinkedCopy("pattern_" + name, src, "tokenizer.json");

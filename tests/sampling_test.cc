@@ -66,8 +66,8 @@ TEST(Sampler, GreedyTakesTheFirstMaximumAndDrawsNothing) {
   Sampler greedy = Make(SamplingParams::Greedy());
   EXPECT_EQ(Draw(greedy, {1, 3, 3, 2}, rng), 1);
   EXPECT_EQ(Draw(greedy, {7, 7}, rng), 0);
-  // Issue 10, class 6: a NaN or +inf logit is refused, greedy or not (it comes from broken weights or
-  // input; an argmax that skipped it would emit an arbitrary token); -inf is a legal mask.
+  // A NaN or +inf logit is refused, greedy or not (it comes from broken weights or input; an argmax that
+  // skipped it would emit an arbitrary token); -inf is a legal mask.
   for (float bad : {std::nanf(""), std::numeric_limits<float>::infinity()}) {
     Result<int32_t> r = greedy.Sample(std::vector<float>{-2, bad, -1}, rng);
     ASSERT_FALSE(r.ok());
@@ -235,8 +235,8 @@ TEST(Sampler, Errors) {
   for (int i = 0; i < 100; ++i) EXPECT_EQ(*s.Sample(std::vector<float>{-inf, 0, -inf}, rng), 1);
 }
 
-// Issue 10, class 8: a tiny positive temperature (1e-37, inside the documented range) makes finite
-// logits overflow to +inf after the division; that is the t -> 0 limit, the largest logit, not an error.
+// A tiny positive temperature (1e-37, inside the documented range) makes finite logits overflow to +inf after
+// the division; that is the t -> 0 limit, the largest logit, not an error.
 TEST(Sampler, TinyTemperatureIsTheGreedyLimit) {
   Sampler s = Make({1e-37f, 0, 1.0f, 0}, 4);
   Rng rng(7);

@@ -116,8 +116,8 @@ Status Conversation::EndTurn() {
 
 Status Conversation::AddAudioFile(const std::string& path) {
   return Guard("Conversation::AddAudioFile", [&]() -> Status {
-    // The clip limit is applied from the header before anything is decoded (issue 10, class 10), and
-    // decoding stops at the limit where the length is not known up front (an MP3's estimate, a pipe).
+    // The clip limit is applied from the header before anything is decoded, and decoding stops at the limit
+    // where the length is not known up front (an MP3's estimate, a pipe).
     const AudioLimits limits{.max_seconds = impl_->core().options.max_clip_seconds};
     LFM_ASSIGN_OR_RETURN(AudioBuffer audio, ReadAudioFile(path, limits));
     std::lock_guard lock(impl_->core().mu);  // the encoder runs on the engine's pool and scratch
@@ -135,7 +135,7 @@ Status Conversation::AddAudio(std::span<const float> samples, int sample_rate, i
     if (samples.empty() || samples.size() % static_cast<size_t>(channels) != 0) {
       return InvalidArgument("audio samples must be a non-empty whole number of frames");
     }
-    // The clip limit before the copy, the resampling and the log-mel (issue 10, class 10).
+    // The clip limit before the copy, the resampling and the log-mel, so an oversized clip costs nothing.
     const double seconds = static_cast<double>(samples.size() / static_cast<size_t>(channels)) / sample_rate;
     const double max_seconds = impl_->core().options.max_clip_seconds;
     if (seconds > max_seconds) {

@@ -1,8 +1,7 @@
-// The exception boundary of the public API (issue 10, class 3): library code reports errors as Status, but
-// the standard library and third-party code it calls can throw (std::bad_alloc from any allocation, a
-// filesystem or stream error). Every public entry point runs its body through Guard, so no exception
-// leaves the library: an allocation failure becomes kOutOfMemory with what to lower, anything else
-// kInternal naming the entry point.
+// The exception boundary of the public API: library code reports errors as Status, but the standard library
+// and third-party code it calls can throw (std::bad_alloc from any allocation, a filesystem or stream error).
+// Every public entry point runs its body through Guard, so no exception leaves the library: an allocation
+// failure becomes kOutOfMemory with what to lower, anything else kInternal naming the entry point.
 #pragma once
 
 #include <exception>

@@ -79,7 +79,7 @@ Result<int32_t> Sampler::Sample(std::span<const float> logits, Rng& rng, std::sp
   }
   LFM_ASSIGN_OR_RETURN(const float* row, Penalize(logits, history));
   // NaN or +inf logits mean broken weights or input: refuse them rather than emit a token (greedy
-  // ArgMax would skip a NaN and pick an arbitrary id, e.g. <|pad|> forever; issue 10, class 6).
+  // ArgMax would skip a NaN and pick an arbitrary id, e.g. <|pad|> forever).
   if (const size_t bad = ops::FindNanOrPosInf(row, n); bad != n) return NonFiniteLogit(row, bad);
   if (params_.greedy()) return static_cast<int32_t>(ops::ArgMax(row, n));
 
@@ -91,7 +91,7 @@ Result<int32_t> Sampler::Sample(std::span<const float> logits, Rng& rng, std::sp
   for (size_t i = 0; i < n; ++i) {
     const float v = row[i] / t;
     // A finite logit over a tiny positive temperature (1e-37) overflows: that is the t -> 0 limit, where
-    // all the probability sits on the largest logit, so the draw is the greedy one (issue 10, class 8).
+    // all the probability sits on the largest logit, so the draw is the greedy one.
     if (std::isfinite(row[i]) && v == std::numeric_limits<float>::infinity()) {
       overflow = true;
       continue;

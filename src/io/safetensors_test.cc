@@ -258,7 +258,7 @@ std::vector<BadCase> BadCases() {
        StatusCode::kDataLoss, "data_offsets"},
       {"unknown dtype", Image(entry(R"("dtype":"F8_E4M3","shape":[1],"data_offsets":[0,1])"), four),
        StatusCode::kUnimplemented, "tensor t has dtype \"F8_E4M3\""},
-      // Issue 10, class 11: a NUL in the dtype (JSON \u0000) is shown, not an end to the message.
+      // A NUL in the dtype (JSON \u0000) is shown, not an end to the message.
       {"NUL in dtype", Image(entry(R"("dtype":"F3\u00002 junk","shape":[1],"data_offsets":[0,4])"), four),
        StatusCode::kUnimplemented, "has dtype \"F3\\x002 junk\", which lfmvox does not read"},
       {"negative shape", Image(entry(R"("dtype":"F32","shape":[-1],"data_offsets":[0,4])"), four),

@@ -24,10 +24,10 @@ namespace lfmvox::text {
 // [begin, end) byte offsets of one match.
 using Span = std::pair<size_t, size_t>;
 
-// The matching work one input text may cost, in PCRE2 match-limit steps, drawn down by every FindAll on
-// that text's pieces (issue 10, class 5: a per-call limit let a nested lookahead such as `a(?=.*.*.*!)`
-// run ~n^4 steps). ForText sizes it from the text: a fixed base plus a share per byte and per
-// pre-tokenizer pass, far above what linear patterns need (see regex.cc).
+// The matching work one input text may cost, in PCRE2 match-limit steps, drawn down by every FindAll on that
+// text's pieces (a per-call limit would let a hostile nested lookahead such as `a(?=.*.*.*!)` run ~n^4
+// steps). ForText sizes it from the text: a fixed base plus a share per byte and per pre-tokenizer pass, far
+// above what linear patterns need (see regex.cc).
 struct MatchBudget {
   uint64_t total = 0;
   uint64_t left = 0;

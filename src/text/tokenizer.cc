@@ -563,7 +563,8 @@ Result<std::vector<int32_t>> Tokenizer::EncodeImpl(std::string_view utf8_text,
   std::vector<text::Segment> raw, normalized;
   std::vector<std::string> pieces;
   text::BpeScratch scratch;
-  // One regex budget for the whole text, across its pieces and pre-tokenizer passes (issue 10, class 5).
+  // One regex budget for the whole text, across its pieces and pre-tokenizer passes, so a hostile
+  // super-linear pattern cannot multiply its cost by the number of pieces.
   text::MatchBudget budget = text::MatchBudget::ForText(utf8_text.size(), d.pre_tokenizer.size());
   text::SplitOnAddedTokens(utf8_text, d.raw_trie, d, &raw);
   for (const text::Segment& r : raw) {

@@ -393,9 +393,9 @@ TEST(MiniTokenizerTest, SplitBehaviours) {
   EXPECT_EQ(EncodeToTexts(LoadMini(MiniJson(spec)), "ab--c-"), (std::vector<std::string>{"-", "-", "-"}));
 }
 
-// Issue 10, class 5: `a(?=.*.*.*!)` backtracks ~n^3 steps per start position on a run of a's with no '!'
-// (1600 of them took > 60 s with PCRE2's per-call limit). The budget is per text, 10M + 1024 steps per byte
-// and pass, so it fails with the budget in the message; the same pattern on a text that satisfies the
+// A hostile pre-tokenizer regex: `a(?=.*.*.*!)` backtracks ~n^3 steps per start position on a run of a's with
+// no '!' (1600 of them took > 60 s with PCRE2's per-call limit). The budget is per text, 10M + 1024 steps per
+// byte and pass, so it fails with the budget in the message; the same pattern on a text that satisfies the
 // lookahead encodes, as does a 1 MiB run of spaces under the LFM2 pattern (LongInputsEncodeInFull).
 TEST(MiniTokenizerTest, SuperLinearRegexStopsOnThePerTextBudget) {
   MiniSpec spec;

@@ -1,5 +1,5 @@
-// Abusive clients against `lfmvox serve` (issue 11, "done when" 2): N concurrent clients for S seconds send
-// oversized and truncated bodies, truncated multipart, invalid and deeply nested JSON, random bytes,
+// Abusive clients against `lfmvox serve`: N concurrent clients for S seconds send oversized and
+// truncated bodies, truncated multipart, invalid and deeply nested JSON, random bytes,
 // slowloris headers and speech streams they drop halfway, while one healthy client repeats a greedy
 // speech request and checks every reply is byte for byte the one it got with the server to itself.
 // Afterwards the server must still answer, and its RSS (/proc/PID/status) may not have grown past the

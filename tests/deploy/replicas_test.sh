@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Deploy.TwoReplicasBehindNginx (issue 11, item 7): two `lfmvox serve` replicas of one demo checkpoint
-# behind nginx configured by deploy/nginx.conf (only its upstream servers and listen address replaced).
+# Deploy.TwoReplicasBehindNginx: two `lfmvox serve` replicas of one demo checkpoint behind nginx
+# configured by deploy/nginx.conf (only its upstream servers and listen address replaced).
 #   1. 20 speech requests (greedy, seed 0: deterministic) sent at once through nginx each return the PCM
 #      a request straight to replica 1 returns, byte for byte;
 #   2. least_conn spread them: each replica's /metrics counts at least 5 of the 20 (least_conn over two

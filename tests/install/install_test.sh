@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Install.ConsumerProjects: the installed tree works for a user's project (issue 12, item 5).
+# Install.ConsumerProjects: the installed tree works for a user's project.
 #   1. `cmake --install` of the build into a temporary prefix, which is then moved (the package and
 #      the .pc file must be relocatable);
 #   2. liblfmvox.so exports only the public API: no defined dynamic symbol outside lfmvox_* / lfmvox::,

@@ -2,7 +2,7 @@
 // LFM2 stack (full causal attention), and the tied text head.
 //   text position:      x = embed_tokens[id]
 //   audio-out position: x = Σ_k audio_embedding[code_k + codebook_offsets[k]]
-//   audio-in position:  x = adapter output (the encoder's, issue 4)
+//   audio-in position:  x = adapter output (the encoder's)
 //   text logits:        embed_tokens · final_norm(h)
 #pragma once
 

@@ -149,8 +149,8 @@ Result<LogMelConfig> LogMelConfig::FromJson(const json& pre, const std::string& 
   } else {
     LFM_RETURN_IF_ERROR(GetInt(pre, "n_fft", where, true, 2, kMaxFftSize, &c.n_fft));
   }
-  // Issue 10, class 4: the filterbank is [features, n_fft/2 + 1]; a mel filter needs at least one FFT bin
-  // to cover, so there are no more filters than bins, and the table must fit the memory budget.
+  // The filterbank is [features, n_fft/2 + 1]; a mel filter needs at least one FFT bin to cover, so there are
+  // no more filters than bins, and the table must fit the memory budget.
   const int bins = c.n_fft / 2 + 1;
   if (c.n_mels > bins) {
     return OutOfRange(

@@ -111,8 +111,7 @@ Result<Lfm2Config> Lfm2Config::FromJson(const json& j, const std::string& where)
     if (k == LayerKind::kSlidingAttention && c.sliding_window <= 0) {
       return InvalidArgument(where + ": a sliding_attention layer needs a positive \"sliding_window\"");
     }
-    // Class 4 of issue 10: the window sizes a K/V cache; it cannot usefully exceed the positions the
-    // model can see.
+    // The window sizes a K/V cache; it cannot usefully exceed the positions the model can see.
     if (k == LayerKind::kSlidingAttention && c.sliding_window > c.max_positions) {
       return OutOfRange(
           StrFormat("%s: \"sliding_window\" = %d exceeds \"max_position_embeddings\" = %d; a "

@@ -75,7 +75,8 @@ Result<Lfm2State> Lfm2State::Create(const Lfm2Stack& stack, size_t max_rows, siz
   if (max_positions == 0) max_positions = static_cast<size_t>(c.max_positions);
   const size_t H = static_cast<size_t>(c.hidden_size);
   const size_t KV = stack.attention_shape().kv_dim();
-  // Every cache's size first, against the memory budget, before anything is allocated (issue 10, class 4).
+  // Every cache's size first, against the memory budget, before anything is allocated, so a config that
+  // asks for gigabytes is refused with the sizes instead of failing an allocation halfway.
   double cache_bytes = 0;
   size_t largest = 0;
   for (LayerKind k : c.layers) {

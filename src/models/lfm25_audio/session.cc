@@ -248,11 +248,10 @@ Lfm25Session::Lfm25Session(const Lfm25AudioModel& model, Lfm2State state, Sample
       context_(options.context),
       prefill_chunk_(options.prefill_chunk) {}
 
-// The bytes a session of `context` positions will hold, summed from the config before anything is allocated
-// (issue 10, item 1): its state (K/V caches, conv states, history and audio codes), and with a private worker
-// the step scratch that grows with the context (attention scores, logits, activations). Checked against the
-// memory budget, so a context the machine cannot hold is refused with the sizes instead of failing an
-// allocation halfway.
+// The bytes a session of `context` positions will hold, summed from the config before anything is allocated:
+// its state (K/V caches, conv states, history and audio codes), and with a private worker the step scratch
+// that grows with the context (attention scores, logits, activations). Checked against the memory budget, so
+// a context the machine cannot hold is refused with the sizes instead of failing an allocation halfway.
 Status CheckSessionBudget(const Lfm25AudioModel& model, const SessionOptions& o) {
   const Lfm2Config& c = model.config().lfm;
   const Lfm2Stack& stack = model.backbone().stack();

@@ -2,7 +2,7 @@
 // conversation: its history, caches, samplers and scratch).
 //
 // A session holds the conversation as the official ChatState does: a list
-// of positions, each TEXT (a token), AUDIO_IN (an encoder embedding, issue 4)
+// of positions, each TEXT (a token), AUDIO_IN (an encoder embedding)
 // or AUDIO_OUT (a frame of codes). The backbone cache covers a prefix of it;
 // Prefill runs whatever is not cached yet (a whole prompt in batched
 // passes, or the one item generated last), so a prompt, a generated item and

@@ -152,8 +152,9 @@ Result<std::unique_ptr<Lfm3Session>> Lfm3Session::Create(const Lfm3AudioModel& m
   if (o.prefill_chunk < 1 || o.prefill_chunk > 4096)
     return InvalidArgument("prefill_chunk must be in [1, 4096]");
   const size_t rows = std::min(o.prefill_chunk, o.context);
-  // The conversation's bytes, from the config, before anything is allocated (issue 10, item 1): K/V caches
-  // and conv states, and the history of positions and audio codes reserved below.
+  // The conversation's bytes, from the config, before anything is allocated, so a context the machine cannot
+  // hold is refused up front: K/V caches and conv states, and the history of positions and audio codes
+  // reserved below.
   const double state_bytes = Lfm3State::PlannedBytes(model.backbone().stack(), rows, o.context);
   const double history_bytes =
       static_cast<double>(o.context) *
