@@ -49,6 +49,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 
 #include "ops/matmul_kernels.h"
 #include "ops/ops.h"
@@ -149,18 +150,29 @@ struct Codes16 {
 #endif
 
 // X quantized as ops::QuantizeActivations (ops.h) defines it, `groups` groups of 32 values, group g to
-// q + g·q_stride and d[g], on vectors: per group amax = max |x| (exact in any order; a NaN x is passed
-// over, as the scalar reference's std::max does: hn::Max keeps its second operand), d = amax/127 and
+// q + g·q_stride and d[g], on vectors: per group amax = max |x| (exact in any order), d = amax/127 and
 // 1/d (one division each), x·(1/d) rounded once and then to the nearest integer, ties to even: the
-// reference's bits on every target for finite x. (It was a scalar loop, ~13 % of a 6-row Q4_0 MatMul.)
+// reference's bits on every target. A group holding NaN or ±inf (found as a sum of x·0, which is 0
+// only when every x is finite) gets d = NaN and q = 0, so the products it enters are NaN, as in f32
+// arithmetic, instead of finite values made from the rest of the group. (It was a scalar loop, ~13 %
+// of a 6-row Q4_0 MatMul.)
 HWY_INLINE void QuantizeGroups(const float* HWY_RESTRICT x, size_t groups, int8_t* HWY_RESTRICT q,
                                size_t q_stride, float* HWY_RESTRICT d) {
   const hn::CappedTag<float, 32> df;
   const hn::Rebind<int8_t, decltype(df)> d8;
   const size_t N = hn::Lanes(df);
   for (size_t b = 0; b < groups; ++b, x += 32, q += q_stride) {
-    auto amax = hn::Zero(df);
-    for (size_t j = 0; j < 32; j += N) amax = hn::Max(hn::Abs(hn::LoadU(df, x + j)), amax);
+    auto amax = hn::Zero(df), probe = hn::Zero(df);
+    for (size_t j = 0; j < 32; j += N) {
+      const auto v = hn::LoadU(df, x + j);
+      amax = hn::Max(hn::Abs(v), amax);
+      probe = hn::Add(probe, hn::Mul(v, hn::Zero(df)));
+    }
+    if (!(hn::GetLane(hn::SumOfLanes(df, probe)) == 0.0f)) {
+      d[b] = std::numeric_limits<float>::quiet_NaN();
+      std::memset(q, 0, 32);
+      continue;
+    }
     const float db = hn::GetLane(hn::MaxOfLanes(df, amax)) / 127.0f;
     const auto id = hn::Set(df, db != 0.0f ? 1.0f / db : 0.0f);
     d[b] = db;

@@ -196,7 +196,8 @@ namespace ref {
 // The plain scalar versions, same contracts (MatMul runs on one thread).
 void MatMul(const float* x, size_t m, size_t ldx, const Weight& w, const float* bias, float* y, size_t ldy);
 // X quantized as the block formats' MatMul does it: per 32 values (k a
-// multiple of 32), d = amax/127, q = nearbyint(x·(1/d)), 0 when d = 0.
+// multiple of 32), d = amax/127, q = nearbyint(x·(1/d)), 0 when d = 0; a group holding NaN or ±inf gets
+// d = NaN and q = 0 (its products are NaN, as in f32 arithmetic).
 void QuantizeActivations(const float* x, size_t k, int8_t* q, float* d);
 // The block formats' integer MatMul in scalar code: X quantized as above, each
 // 32-value group's integer dot product exact, then Σ_g (d_w·d_x,g)·isum_g

@@ -63,7 +63,16 @@ void PackedMatMul(const float* x, size_t m, size_t ldx, const PackedWeight& w, c
 void QuantizeActivations(const float* x, size_t k, int8_t* q, float* d) {
   for (size_t b = 0; b < k / 32; ++b) {
     float amax = 0.0f;
-    for (size_t j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[32 * b + j]));
+    bool finite = true;
+    for (size_t j = 0; j < 32; ++j) {
+      amax = std::max(amax, std::fabs(x[32 * b + j]));
+      finite = finite && std::isfinite(x[32 * b + j]);
+    }
+    if (!finite) {  // NaN scale: the group's products are NaN, as in f32 arithmetic
+      d[b] = std::numeric_limits<float>::quiet_NaN();
+      std::fill(q + 32 * b, q + 32 * b + 32, int8_t{0});
+      continue;
+    }
     d[b] = amax / 127.0f;
     const float id = d[b] != 0.0f ? 1.0f / d[b] : 0.0f;
     for (size_t j = 0; j < 32; ++j) q[32 * b + j] = static_cast<int8_t>(std::nearbyint(x[32 * b + j] * id));

@@ -739,6 +739,43 @@ TEST(MatMulQuant, DoesNotReadPastTheEndEveryTarget) {
   munmap(mem, 2 * page);
 }
 
+// A NaN or ±inf in an X row makes every output of that row NaN, as f32 arithmetic would, on every target
+// and team size, here and in the integer reference (the activation quantizer gives the group a NaN scale;
+// it used to pass the value over and answer finite numbers made from the rest of the group). The other
+// rows keep their bits (each Y element depends only on its X row, W row and bias).
+TEST(MatMulQuant, NonFiniteXGivesNaNRowsEveryTarget) {
+  ThreadTeam team1(1), team2(2);
+  ForEachTarget([&] {
+    Rng rng(12);
+    for (WeightFormat f : kBlockFormats) {
+      for (const auto& [m, n, k] : QuantShapes(f)) {
+        QuantCase c(f, m, n, k, 0, 0, rng);
+        std::vector<float> clean(m * n), got(m * n), exact(m * n);
+        MatMul(c.x.p, m, c.ldx, c.W(), c.bias.p, clean.data(), n, team2);
+        const size_t row = m / 2;
+        c.x[row * c.ldx + (k - 1) / 2] = (m + k / 32) % 2 == 0 ? kNaN : -kInf;
+        for (ThreadTeam* team : {&team1, &team2}) {
+          MatMul(c.x.p, m, c.ldx, c.W(), c.bias.p, got.data(), n, *team);
+          for (size_t i = 0; i < m; ++i) {
+            for (size_t j = 0; j < n; ++j) {
+              if (i == row) {
+                ASSERT_TRUE(std::isnan(got[i * n + j]))
+                    << WeightFormatName(f) << " m=" << m << " n=" << n << " k=" << k << " j=" << j;
+              } else {
+                ASSERT_TRUE(SameBits(got[i * n + j], clean[i * n + j]))
+                    << WeightFormatName(f) << " m=" << m << " n=" << n << " k=" << k << " (" << i << "," << j
+                    << ")";
+              }
+            }
+          }
+        }
+        ref::MatMulQuantized(c.x.p, m, c.ldx, c.W(), c.bias.p, exact.data(), n, nullptr);
+        for (size_t j = 0; j < n; ++j) ASSERT_TRUE(std::isnan(exact[row * n + j])) << WeightFormatName(f);
+      }
+    }
+  });
+}
+
 // AccumulateRow on a block format adds exactly the dequantized row.
 TEST(MatMulQuant, AccumulateRowIsExactDequantizationEveryTarget) {
   ForEachTarget([&] {
