@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <pty.h>
 #include <sndfile.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -18,6 +19,7 @@
 #include <regex>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -172,7 +174,7 @@ TEST(Cli, BadInputIsAClearError) {
   }
 }
 
-// Issue 10, class 9: outputs are all or nothing. detokenize checks every code before it opens the output,
+// Outputs are all or nothing. detokenize checks every code before it opens the output,
 // so a bad code on the last line leaves no WAV behind, and an existing file is left as it was.
 TEST(Cli, FailedRunLeavesNoOutput) {
   const std::string dir = testing::ScratchPath("cli_all_or_nothing");
@@ -200,9 +202,113 @@ TEST(Cli, FailedRunLeavesNoOutput) {
   EXPECT_EQ(entries, 2u) << "only codes.txt and the old x.wav; no temporary file";
 }
 
-// Issue 10, class 4 (and class 2): sizes from a config are bounded before anything is allocated, through
-// the CLI: the detokenizer windows of the issue (500 000; 8 000 000 with its positions raised to match,
-// refused by the memory budget), n_fft 2^20 with 4096 features, more mels than FFT bins, and (class 2)
+std::string FileBytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+// Output paths that are not plain new files (base/file_write.h's policy through the CLI): the WAV of
+// WavHoldsTheOraclePcm's run, written to a FIFO with a reader, through a symlink into another folder,
+// over a file of mode 0640, to /dev/null and /dev/full; and raw PCM to a reader that leaves early.
+TEST(Cli, OutputPathsStayWhatTheyWere) {
+  namespace fs = std::filesystem;
+  const std::string dir = testing::ScratchPath("cli_output_paths");
+  fs::remove_all(dir);
+  fs::create_directories(dir + "/a");
+  fs::create_directories(dir + "/b");
+  const std::string args = "detokenize --model " + kModel + " --codes " + kCodes + " --quiet -o ";
+  ASSERT_EQ(Cli(args + dir + "/plain.wav").exit_code, 0);
+  const std::string wav = FileBytes(dir + "/plain.wav");
+  ASSERT_GT(wav.size(), 44u);
+
+  // A FIFO with a reader gets the whole file and stays a FIFO.
+  const std::string fifo = dir + "/pipe.wav";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  std::string got;
+  std::thread reader([&] { got = FileBytes(fifo); });
+  const CliRun to_fifo = Cli(args + fifo);
+  reader.join();
+  EXPECT_EQ(to_fifo.exit_code, 0) << to_fifo.err;
+  EXPECT_EQ(got, wav);
+  EXPECT_EQ(fs::status(fifo).type(), fs::file_type::fifo);
+
+  // A link in b/ to a file in a/: the file is written, the link stays.
+  std::ofstream(dir + "/a/take.wav") << "previous take";
+  fs::create_symlink("../a/take.wav", dir + "/b/link.wav");
+  ASSERT_EQ(::chmod((dir + "/a/take.wav").c_str(), 0640), 0);
+  const CliRun to_link = Cli(args + dir + "/b/link.wav");
+  EXPECT_EQ(to_link.exit_code, 0) << to_link.err;
+  EXPECT_TRUE(fs::is_symlink(dir + "/b/link.wav"));
+  EXPECT_EQ(FileBytes(dir + "/a/take.wav"), wav);
+  EXPECT_EQ(fs::status(dir + "/a/take.wav").permissions() & fs::perms::mask,
+            fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read)
+      << "the file's mode 0640 is kept";
+  size_t entries = 0;
+  for ([[maybe_unused]] const auto& e : fs::directory_iterator(dir + "/a")) ++entries;
+  EXPECT_EQ(entries, 1u) << "no temporary file beside the target";
+
+  // Devices are written through: /dev/null stays a device, /dev/full is an error.
+  const CliRun to_null = Cli(args + "/dev/null");
+  EXPECT_EQ(to_null.exit_code, 0) << to_null.err;
+  EXPECT_EQ(fs::status("/dev/null").type(), fs::file_type::character);
+  const CliRun to_full = Cli(args + "/dev/full");
+  EXPECT_EQ(to_full.exit_code, 1) << to_full.err;
+  EXPECT_NE(to_full.err.find("/dev/full"), std::string::npos) << to_full.err;
+  EXPECT_NE(to_full.err.find(std::strerror(ENOSPC)), std::string::npos) << to_full.err;
+  EXPECT_EQ(fs::status("/dev/full").type(), fs::file_type::character);
+
+  // `| head -c 100`: raw f32 (45 frames × 1920 samples × 4 bytes, beyond a pipe's buffer) to a reader
+  // that takes 100 bytes and goes: exit 1 with a message, not death by SIGPIPE.
+  const std::string err_path = dir + "/err.txt";
+  FILE* p = popen((std::string(LFMVOX_CLI) + " " + args + "- --pcm f32 2>" + err_path).c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  char head[100];
+  EXPECT_EQ(std::fread(head, 1, sizeof head, p), sizeof head);
+  const int status = pclose(p);
+  ASSERT_TRUE(WIFEXITED(status)) << "killed by signal " << WTERMSIG(status);
+  EXPECT_EQ(WEXITSTATUS(status), 1);
+  const std::string err = FileBytes(err_path);
+  EXPECT_NE(err.find("stdout"), std::string::npos) << err;
+  fs::remove_all(dir);
+}
+
+std::string DemoCheckpoint(bool steered);
+
+// Two `quantize` runs to one folder at once: every file is whole (each equals a lone run's).
+TEST(Cli, ConcurrentQuantizeRunsLeaveWholeFiles) {
+  namespace fs = std::filesystem;
+  const std::string model = DemoCheckpoint(false);
+  const std::string lone = testing::ScratchPath("cli_quantize_lone"),
+                    both = testing::ScratchPath("cli_quantize_both");
+  fs::remove_all(lone);
+  fs::remove_all(both);
+  ASSERT_EQ(Cli("quantize --model " + model + " --type q8_0 --out " + lone).exit_code, 0);
+  const std::string cmd = std::string(LFMVOX_CLI) + " quantize --model " + model + " --type q8_0 --out " +
+                          both + " >/dev/null 2>&1";
+  int rc1 = -1, rc2 = -1;
+  std::thread t1([&] { rc1 = std::system(cmd.c_str()); });
+  std::thread t2([&] { rc2 = std::system(cmd.c_str()); });
+  t1.join();
+  t2.join();
+  EXPECT_EQ(rc1, 0);
+  EXPECT_EQ(rc2, 0);
+  size_t files = 0;
+  for (const auto& e : fs::directory_iterator(lone)) {
+    ++files;
+    EXPECT_EQ(FileBytes((fs::path(both) / e.path().filename()).string()), FileBytes(e.path().string()))
+        << e.path().filename();
+  }
+  size_t entries = 0;
+  for ([[maybe_unused]] const auto& e : fs::directory_iterator(both)) ++entries;
+  EXPECT_GT(files, 0u);
+  EXPECT_EQ(entries, files) << "no temporary file is left";
+  fs::remove_all(lone);
+  fs::remove_all(both);
+}
+
+// Sizes from a config are bounded before anything is allocated, through the CLI: the detokenizer
+// windows a hostile config asked for (500 000; 8 000 000 with its positions raised to match,
+// refused by the memory budget), n_fft 2^20 with 4096 features, more mels than FFT bins, and
 // the encoder's feat_in against the preprocessor's features.
 TEST(Cli, ConfigSizesAreBoundedBeforeAllocation) {
   const std::string wav = testing::ScratchPath("bounded.wav");
@@ -339,7 +445,7 @@ TEST(Cli, GenerateWithAudioSegment) {
   }
 }
 
-// Issue 10, class 8: options are parsed strictly. A negative or overflowing seed is a usage error (strtoull
+// Options are parsed strictly. A negative or overflowing seed is a usage error (strtoull
 // made both 2^64 - 1); --temperature 1e-37, inside the documented range, samples (the t -> 0 limit is the
 // greedy choice, so the rows are tts/sequential's) instead of failing on an infinite logit; tts takes
 // --context like generate and chat.
@@ -372,7 +478,7 @@ TEST(Cli, OptionsAreValidatedStrictly) {
   EXPECT_EQ(ctx.err.find("unknown option"), std::string::npos) << ctx.err;
 }
 
-// Issue 10, class 7 (and class 11's prompt message) through the CLI: a prompt frame of 7 codes (then 9) is
+// Prompt checks through the CLI: a prompt frame of 7 codes (then 9) is
 // refused naming the frame, "ids": 5 naming the segment and key, text that is not JSON says so.
 TEST(Cli, PromptErrorsAreClear) {
   const std::string model = testing::DataPath("lfm25_tiny");
@@ -396,7 +502,7 @@ TEST(Cli, PromptErrorsAreClear) {
   }
 }
 
-// Issue 10, class 10 through the CLI: a 61 s clip is refused from its header, before it is decoded, with
+// The clip limit through the CLI: a 61 s clip is refused from its header, before it is decoded, with
 // the limit in the message.
 TEST(Cli, ClipLimitComesFromTheHeader) {
   const std::string model = testing::DataPath("lfm25_tiny");
@@ -421,7 +527,7 @@ TEST(Cli, ClipLimitComesFromTheHeader) {
       << r.err;
 }
 
-// Issue 10, class 11 through the CLI: a corrupt MP3 is not reported as missing, and a NUL byte in a
+// Messages through the CLI: a corrupt MP3 is not reported as missing, and a NUL byte in a
 // safetensors dtype does not cut the message short.
 TEST(Cli, MessagesDoNotMislead) {
   const std::string mp3 = testing::ScratchPath("corrupt.mp3");
@@ -456,7 +562,7 @@ TEST(Cli, MessagesDoNotMislead) {
       << r.err;
 }
 
-// Issue 10, class 12: lfmvox-make-checkpoint checks every option before it writes anything: a vocabulary
+// lfmvox-make-checkpoint checks every option before it writes anything: a vocabulary
 // of 99999999999 (which aborted) or -5 (silently ignored), a seed "abc" (silently 0), an option without
 // its value, and a missing tokenizer (found only after the weights were written) write no folder.
 TEST(Cli, MakeCheckpointValidatesFirst) {
@@ -510,7 +616,7 @@ TEST(Cli, TtsRejectsUnknownVoiceAndBadPrompt) {
   EXPECT_NE(ctx.err.find("context"), std::string::npos) << ctx.err;
 }
 
-// Issue 12, items 2 and 3, on demo checkpoints lfmvox-make-checkpoint writes (the real tokenizer; the TTS
+// Long-form TTS and ASR on demo checkpoints lfmvox-make-checkpoint writes (the real tokenizer; the TTS
 // one steered so "Hello there." is spoken). The library side is long_form_test's; here the CLI's wiring.
 std::string DemoCheckpoint(bool steered) {
   const std::string d = testing::ScratchPath(steered ? "cli_demo_tts" : "cli_demo_chat");
@@ -784,7 +890,7 @@ TEST(CliLong, InteractiveChatRunsFiveHundredTurns) {
   EXPECT_EQ(stop.err.find("[reply 100 -> "), std::string::npos);
 }
 
-// Issue 12, item 5: `lfmvox --version` prints the version written in include/lfmvox/version.h.
+// `lfmvox --version` prints the version written in include/lfmvox/version.h.
 TEST(Cli, VersionIsVersionH) {
   const std::string expected = std::to_string(LFMVOX_VERSION_MAJOR) + "." +
                                std::to_string(LFMVOX_VERSION_MINOR) + "." +
@@ -813,7 +919,7 @@ std::vector<std::string> HelpOptions(const std::string& help) {
   return names;
 }
 
-// Issue 12, item 5: `lfmvox help`, `lfmvox CMD --help` and the man page come from one table
+// `lfmvox help`, `lfmvox CMD --help` and the man page come from one table
 // (apps/cli/help.cc) and agree with the parser: every option a command's help lists is one the command
 // accepts.
 TEST(Cli, HelpOfEachCommandMatchesItsParser) {
@@ -856,7 +962,7 @@ TEST(Cli, HelpOfEachCommandMatchesItsParser) {
   EXPECT_NE(none.err.find("no command no-such-command"), std::string::npos) << none.err;
 }
 
-// Issue 10, class 6: non-finite weights, on poisoned copies of the oracle checkpoints
+// Non-finite weights, on poisoned copies of the oracle checkpoints
 // (tests/poison_util.h). A NaN in lfm25_tiny's layer 0 w1 (element 1000) or a +inf in lfm25_detok's
 // (element 5) fails the load naming the tensor; with --no-weight-check the run fails on the non-finite
 // values instead of printing tokens (greedy NaN logits used to give <|pad|> forever) or writing a silent
@@ -893,7 +999,7 @@ TEST(Cli, NonFiniteWeightsAreRefused) {
   EXPECT_FALSE(std::filesystem::exists(wav)) << "no all-zero WAV";
 }
 
-// Issue 10, class 5: a tokenizer.json whose pre-tokenizer is `a(?=.*.*.*!)` (lfm25_tiny otherwise): a
+// A hostile regex: a tokenizer.json whose pre-tokenizer is `a(?=.*.*.*!)` (lfm25_tiny otherwise): a
 // prompt of 1600 a's stops on the per-text regex budget with a clear error (it ran > 60 s), and writes no
 // WAV.
 TEST(Cli, HostileRegexStopsOnItsBudget) {
@@ -946,7 +1052,7 @@ TEST(Cli, OutOfMemoryIsAnErrorNotAnAbort) {
   EXPECT_NE(r.err.find("--context"), std::string::npos) << r.err;
 }
 
-// Issue 10, item 1: LFMVOX_MEMORY_LIMIT=4M refuses a 4096-position conversation of lfm25_tiny before it
+// The memory budget: LFMVOX_MEMORY_LIMIT=4M refuses a 4096-position conversation of lfm25_tiny before it
 // allocates (6.2 MiB of state: see hostile_test's SessionBudget), naming the sizes and --context; 256
 // positions run.
 TEST(Cli, SessionStateIsCheckedAgainstTheMemoryLimit) {

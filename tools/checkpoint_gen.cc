@@ -3,10 +3,10 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "base/file_write.h"
 #include "io/safetensors.h"
 #include "tensor/dtype.h"
 #include "tools/random.h"
@@ -88,7 +88,7 @@ Status WriteRandomDetokenizer(const std::string& dir, const DetokenizerShape& s)
                         {"eos_token_id", 7},
                         {"use_cache", false}};
   if (s.codebooks != 8) cfg["codebooks"] = s.codebooks;
-  std::ofstream(out + "/config.json") << cfg.dump(2) << "\n";
+  LFM_RETURN_IF_ERROR(WriteWholeFile(out + "/config.json", cfg.dump(2) + "\n"));
 
   Builder b{NormalRng(s.seed), {}, {}, {}, false};
   b.bf16.reserve(16 * static_cast<size_t>(s.layers) + 8);
@@ -136,8 +136,7 @@ Status EnsureRealSizeModel(const std::string& dir, const std::string& tokenizer)
   std::filesystem::copy_file(tokenizer, dir + "/tokenizer.json",
                              std::filesystem::copy_options::overwrite_existing, ec);
   if (ec) return IoError("cannot copy " + tokenizer + ": " + ec.message());
-  std::ofstream(done) << "written by lfmvox tools::EnsureRealSizeModel\n";
-  return Status::Ok();
+  return WriteWholeFile(done, "written by lfmvox tools::EnsureRealSizeModel\n");
 }
 
 Lfm25AudioShape Lfm25AudioShape::Demo() {
@@ -241,7 +240,7 @@ Status WriteRandomLfm25Audio(const std::string& dir, const Lfm25AudioShape& s) {
                           {"dropout_emb", 0.0},
                           {"dropout_att", 0.1}}},
                         {"depthformer", {{"layers", s.depth_layers}, {"dim", s.depth_dim}, {"tie", true}}}};
-  std::ofstream(dir + "/config.json") << cfg.dump(2) << "\n";
+  LFM_RETURN_IF_ERROR(WriteWholeFile(dir + "/config.json", cfg.dump(2) + "\n"));
 
   Builder b{NormalRng(s.seed), {}, {}, {}, true};
   b.bf16.reserve(static_cast<size_t>(16 * s.layers + 16 * s.depth_layers + 8 * s.codebooks + 16));

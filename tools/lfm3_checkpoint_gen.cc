@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "base/file_write.h"
 #include "io/safetensors.h"
 #include "tensor/dtype.h"
 #include "tools/random.h"
@@ -202,7 +203,7 @@ Status WriteRandomLfm3(const std::string& dir, const Lfm3Shape& s) {
                                std::filesystem::copy_options::overwrite_existing, ec);
     if (ec) return IoError("cannot copy " + s.tokenizer + " into " + dir + ": " + ec.message());
   }
-  std::ofstream(dir + "/config.json") << cfg.dump(1) << "\n";
+  LFM_RETURN_IF_ERROR(WriteWholeFile(dir + "/config.json", cfg.dump(1) + "\n"));
 
   Builder b{NormalRng(s.seed), {}, {}, {}};
   b.bf16.reserve(512);

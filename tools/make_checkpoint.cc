@@ -27,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "base/file_write.h"
 #include "io/safetensors.h"
 #include "models/lfm25_audio/session.h"
 #include "tensor/dtype.h"
@@ -92,9 +93,7 @@ Status SteerTts(const std::string& dir, const std::string& voice, const std::str
       const uint16_t b = F32ToBf16(static_cast<float>(h[i] * scale));
       std::memcpy(&bytes[off + 2 * i], &b, 2);
     }
-    std::ofstream(path, std::ios::binary | std::ios::trunc)
-        .write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    return Status::Ok();
+    return WriteWholeFile(path, bytes);
   }
   return NotFound("lfm.embed_tokens.weight");
 }
@@ -119,7 +118,7 @@ int main(int argc, char** argv) {
                  kUsage.c_str());
     return 2;
   }
-  // Every option is checked before anything is written (issue 10, class 12).
+  // Every option is checked before anything is written, so a bad one leaves no partial checkpoint.
   const auto usage = [&](const std::string& m) {
     std::fprintf(stderr, "lfmvox-make-checkpoint: %s\n%s", m.c_str(), kUsage.c_str());
     return 2;

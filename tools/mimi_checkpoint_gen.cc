@@ -2,9 +2,9 @@
 
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "base/file_write.h"
 #include "io/safetensors.h"
 #include "tensor/dtype.h"
 #include "tools/random.h"
@@ -174,10 +174,7 @@ Status WriteRandomMimi(const std::string& dir, const MimiShape& s) {
         {"norm_eps", 1e-5}}},
       {"quantizer", {{"dimension", s.codebook_dim}, {"bins", s.bins}}},
   };
-  std::ofstream f(dir + "/config.json");
-  f << c.dump(1) << "\n";
-  if (!f) return IoError("cannot write " + dir + "/config.json");
-  return Status::Ok();
+  return WriteWholeFile(dir + "/config.json", c.dump(1) + "\n");
 }
 
 }  // namespace lfmvox::tools

@@ -222,7 +222,7 @@ int Detokenize(int argc, char** argv) {
   if (!codes.ok()) return Fail(codes.status().message());
   const size_t cb = static_cast<size_t>((*model)->num_codebooks());
   const size_t frames = codes->size() / cb;
-  // Every code is checked before the output is opened (issue 10, class 9): a bad code on the last line
+  // Every code is checked before the output is opened (all or nothing): a bad code on the last line
   // leaves no file behind.
   const int32_t size = (*model)->codebook_size();
   for (size_t i = 0; i < codes->size(); ++i) {

@@ -26,9 +26,12 @@ Result<std::vector<int32_t>> LoadCodes(const std::string& path, int num_codebook
 // samples on stdout, flushed per chunk. The container follows the extension:
 // .flac (16-bit), .ogg or .opus (Ogg/Opus), .mp3, .m4a (AAC in MP4), .aac
 // (ADTS AAC) (all from 16-bit-range input; InvalidArgument with kF32,
-// Unimplemented where CanEncodeAudio says no), anything else WAV of `format`. A file is all or nothing: it
-// grows in a temporary file in the same folder, which a successful Close renames onto `path`; a failed Write
-// or Close, or destruction without Close (a run that failed), removes it and leaves `path` as it was. One
+// Unimplemented where CanEncodeAudio says no), anything else WAV of `format`. A regular file is all or
+// nothing: it grows in a uniquely named hidden file in the same folder, which a successful Close flushes to
+// disk and renames onto `path` (a symlink's target, the link kept; an existing file's mode kept); a failed
+// Write or Close, or destruction without Close (a run that failed), removes it and leaves `path` as it was.
+// A device or FIFO is never replaced: it receives the whole file at Close (a FIFO is opened by Open, which
+// waits for its reader). A full disk, /dev/full or a reader that goes away is an error naming the path. One
 // thread at a time. LoadCodes is safe from any thread.
 class PcmOutput {
  public:

@@ -1,7 +1,5 @@
 #include <sndfile.h>
-#include <unistd.h>
 
-#include <atomic>
 #include <cctype>
 #include <cerrno>
 #include <cstdio>
@@ -10,6 +8,7 @@
 #include <optional>
 #include <string>
 
+#include "base/file_write.h"
 #include "base/guard.h"
 #include "io/audio_file.h"
 #include "io/codes_file.h"
@@ -80,68 +79,45 @@ void AppendPcmBytes(std::span<const float> samples, PcmFormat format, std::strin
 
 namespace {
 
-// All or nothing (issue 10, class 9): the file grows in a temporary file next to `path` (same folder, so
-// the rename cannot cross file systems) and a successful Close renames it onto `path`; a failed write or
-// close, or destruction without Close (a run that failed), removes it and leaves `path` untouched.
-// `Writer` is WavWriter (libsndfile's containers) or FfmpegWriter (AAC) over `file`.
+// The file outputs, all or nothing under OutputFile's policy (base/file_write.h): a failed write or
+// close, or destruction without Close (a run that failed), leaves `path` as it was. WavWriter
+// (libsndfile's containers) owns its OutputFile; FfmpegWriter (AAC) encodes into `out`'s stream.
 template <class Writer>
 class FileOutput final : public PcmOutput {
  public:
-  FileOutput(Writer w, FILE* file, std::string tmp, std::string path)
-      : w_(std::move(w)), file_(file), tmp_(std::move(tmp)), path_(std::move(path)) {}
-  ~FileOutput() override { Discard(); }
+  FileOutput(Writer w, std::optional<OutputFile> out, std::string path)
+      : w_(std::move(w)), out_(std::move(out)), path_(std::move(path)) {}
   Status Write(std::span<const float> s) override {
-    if (done_) return InvalidArgument("PcmOutput::Write after Close (" + path_ + ")");
-    Status st = w_.Write(s);
+    if (!w_) return InvalidArgument("PcmOutput::Write after Close (" + path_ + ")");
+    Status st = w_->Write(s);
     if (!st.ok()) Discard();
     return st;
   }
   Status Close() override {
-    if (done_) return failed_ ? IoError(path_ + " was not written (an earlier error)") : Status::Ok();
-    Status st = w_.Close();
-    if (st.ok() && file_ != nullptr && std::fclose(std::exchange(file_, nullptr)) != 0) {
-      st = IoError("cannot write " + tmp_ + ": " + std::strerror(errno));
-    }
-    if (st.ok() && std::rename(tmp_.c_str(), path_.c_str()) != 0) {
-      st = IoError("cannot rename " + tmp_ + " to " + path_ + ": " + std::strerror(errno));
-    }
+    if (!w_) return failed_ ? IoError(path_ + " was not written (an earlier error)") : Status::Ok();
+    Status st = w_->Close();
+    if (st.ok() && out_) st = out_->Commit();
     if (!st.ok()) {
       Discard();
       return st;
     }
-    done_ = true;
+    w_.reset();
+    out_.reset();
     return Status::Ok();
   }
 
  private:
   void Discard() {
-    if (done_) return;
-    done_ = failed_ = true;
-    (void)w_.Close();
-    if (file_ != nullptr) std::fclose(std::exchange(file_, nullptr));
-    std::remove(tmp_.c_str());
+    failed_ = true;
+    w_.reset();
+    out_.reset();
   }
 
-  Writer w_;
-  FILE* file_;  // owned; null for WavWriter, which opens its own
-  std::string tmp_, path_;
-  bool done_ = false, failed_ = false;
+  std::optional<Writer> w_;
+  std::optional<OutputFile> out_;
+  std::string path_;
+  bool failed_ = false;
 };
-
-// "<dir>/.<name>.<pid>.<n>.partial": hidden, unique to this process and call.
-std::string TemporaryPathFor(const std::string& path) {
-  static std::atomic<uint64_t> counter{0};
-  const std::filesystem::path p(path);
-  // Appended piece by piece: GCC 12 warns (-Wrestrict, a false positive) on `"." + std::string&&`.
-  std::string name(".");
-  name.append(p.filename().string())
-      .append(".")
-      .append(std::to_string(::getpid()))
-      .append(".")
-      .append(std::to_string(counter.fetch_add(1)))
-      .append(".partial");
-  return (p.parent_path() / name).string();
-}
 
 // The container from the extension (case-insensitive): .flac, .ogg/.opus (Opus), .mp3, .m4a/.aac (AAC);
 // anything else (.wav included) WAV of `format`. Returns the libsndfile format word (0: WAV), or through
@@ -176,12 +152,22 @@ Result<int> FormatForPath(const std::string& path, int sample_rate, PcmFormat fo
 class StdoutOutput final : public PcmOutput {
  public:
   explicit StdoutOutput(PcmFormat f) : format_(f) {}
-  Status Write(std::span<const float> s) override { return WriteRawPcm(stdout, s, format_); }
+  Status Write(std::span<const float> s) override {
+    const Status st = WriteRawPcm(stdout, s, format_);
+    return st.ok() ? st : Failed(st);
+  }
   Status Close() override {
-    return std::fflush(stdout) == 0 ? Status::Ok() : IoError("flushing stdout failed");
+    if (std::fflush(stdout) == 0) return Status::Ok();
+    return Failed(IoError(std::string("cannot flush PCM: ") + std::strerror(errno)));
   }
 
  private:
+  // errno is still the failed write's.
+  static Status Failed(const Status& st) {
+    if (errno == EPIPE) return IoError("cannot write PCM to stdout: its reader went away before the end");
+    return st.WithContext("stdout");
+  }
+
   PcmFormat format_;
 };
 
@@ -191,32 +177,19 @@ Result<std::unique_ptr<PcmOutput>> PcmOutput::Open(const std::string& path, int 
                                                    PcmFormat format) {
   return Guard("PcmOutput::Open", [&]() -> Result<std::unique_ptr<PcmOutput>> {
     if (path == "-") return std::unique_ptr<PcmOutput>(new StdoutOutput(format));
-    std::error_code ec;
-    if (std::filesystem::is_directory(path, ec)) {
-      return InvalidArgument(path + " is a folder; give the WAV file to write (or - for stdout)");
-    }
     std::optional<FfmpegFormat> ffmpeg;
     LFM_ASSIGN_OR_RETURN(const int sf_format, FormatForPath(path, sample_rate, format, &ffmpeg));
-    const std::string tmp = TemporaryPathFor(path);
     if (ffmpeg) {
-      FILE* file = std::fopen(tmp.c_str(), "w+b");
-      if (file == nullptr)
-        return IoError("cannot create " + tmp + " (the temporary file for " + path +
-                       "): " + std::strerror(errno));
+      LFM_ASSIGN_OR_RETURN(OutputFile out, OutputFile::Open(path));
+      FILE* file = out.stream();
+      if (file == nullptr) return IoError("cannot write " + path + ": " + std::strerror(errno));
       Result<FfmpegWriter> w = FfmpegWriter::Create(file, nullptr, sample_rate, *ffmpeg);
-      if (!w.ok()) {
-        std::fclose(file);
-        std::remove(tmp.c_str());
-        return w.status().WithContext(path);
-      }
-      return std::unique_ptr<PcmOutput>(new FileOutput<FfmpegWriter>(std::move(w).value(), file, tmp, path));
+      if (!w.ok()) return w.status().WithContext(path);
+      return std::unique_ptr<PcmOutput>(
+          new FileOutput<FfmpegWriter>(std::move(w).value(), std::move(out), path));
     }
-    Result<WavWriter> w = WavWriter::Create(tmp, sample_rate, 1, format, sf_format);
-    if (!w.ok()) {
-      std::remove(tmp.c_str());
-      return IoError(w.status().message() + " (the temporary file for " + path + ")");
-    }
-    return std::unique_ptr<PcmOutput>(new FileOutput<WavWriter>(std::move(w).value(), nullptr, tmp, path));
+    LFM_ASSIGN_OR_RETURN(WavWriter w, WavWriter::Create(path, sample_rate, 1, format, sf_format));
+    return std::unique_ptr<PcmOutput>(new FileOutput<WavWriter>(std::move(w), std::nullopt, path));
   });
 }
 

@@ -186,8 +186,7 @@ Result<std::unique_ptr<AudioDecoder>> OpenDecoder(const std::string* path, std::
     d = std::move(ff).value();
   } else {
     // libsndfile reports a damaged stream it has started to decode (a corrupt MP3) as "File does not
-    // exist or is not a regular file"; the file is known to exist, so that text would mislead (issue 10,
-    // class 11).
+    // exist or is not a regular file"; the file is known to exist, so that text would mislead.
     const bool misleading = why.find("does not exist") != std::string::npos;
     return InvalidArgument(what + ": not a readable audio file (" +
                            (misleading ? std::string("damaged, truncated or not an audio format") : why) +
@@ -416,12 +415,12 @@ Result<WavWriter> WavWriter::Create(const std::string& path, int sample_rate, in
   info.format = sf_format != 0
                     ? sf_format
                     : SF_FORMAT_WAV | (format == PcmFormat::kS16 ? SF_FORMAT_PCM_16 : SF_FORMAT_FLOAT);
-  SNDFILE* sf = sf_open(path.c_str(), SFM_WRITE, &info);
+  LFM_ASSIGN_OR_RETURN(OutputFile out, OutputFile::Open(path));
+  SNDFILE* sf = sf_open_fd(out.fd(), SFM_WRITE, &info, SF_FALSE);
   if (sf == nullptr) return IoError("cannot create " + path + ": " + sf_strerror(nullptr));
-  // Keep the header current after every write, so a partial file is still a valid WAV.
-  if (sf_format == 0) sf_command(sf, SFC_SET_UPDATE_HEADER_AUTO, nullptr, SF_TRUE);
   WavWriter w;
   w.sf_ = sf;
+  w.out_.emplace(std::move(out));
   w.path_ = path;
   w.channels_ = channels;
   w.format_ = format;
@@ -430,19 +429,23 @@ Result<WavWriter> WavWriter::Create(const std::string& path, int sample_rate, in
 
 WavWriter::WavWriter(WavWriter&& o) noexcept
     : sf_(std::exchange(o.sf_, nullptr)),
+      out_(std::exchange(o.out_, std::nullopt)),
       path_(std::move(o.path_)),
       channels_(o.channels_),
       format_(o.format_),
-      frames_written_(o.frames_written_) {}
+      frames_written_(o.frames_written_),
+      failed_(o.failed_) {}
 
 WavWriter& WavWriter::operator=(WavWriter&& o) noexcept {
   if (this != &o) {
     if (sf_ != nullptr) sf_close(sf_);
     sf_ = std::exchange(o.sf_, nullptr);
+    out_ = std::exchange(o.out_, std::nullopt);
     path_ = std::move(o.path_);
     channels_ = o.channels_;
     format_ = o.format_;
     frames_written_ = o.frames_written_;
+    failed_ = o.failed_;
   }
   return *this;
 }
@@ -479,9 +482,14 @@ Status WavWriter::Write(std::span<const float> samples) {
 }
 
 Status WavWriter::Close() {
-  if (sf_ == nullptr) return Status::Ok();
+  if (sf_ == nullptr) return failed_ ? IoError(path_ + " was not written (an earlier error)") : Status::Ok();
   const int err = sf_close(std::exchange(sf_, nullptr));
-  if (err != 0) return IoError("cannot finish " + path_ + ": " + sf_error_number(err));
+  Status st = err != 0 ? IoError("cannot finish " + path_ + ": " + sf_error_number(err)) : out_->Commit();
+  out_.reset();
+  if (!st.ok()) {
+    failed_ = true;
+    return st;
+  }
   return Status::Ok();
 }
 

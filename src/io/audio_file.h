@@ -13,11 +13,13 @@
 #include <cstdint>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "base/file_write.h"
 #include "base/status.h"
 #include "lfmvox/audio_io.h"
 
@@ -119,18 +121,19 @@ int16_t FloatToS16(float x);
 class WavWriter {
  public:
   // sf_format: libsndfile's SF_FORMAT_* word for another container (FLAC, Ogg/Opus, MP3); 0: WAV of
-  // `format`. kS16 samples are quantized by FloatToS16 before any encoder sees them.
+  // `format`. kS16 samples are quantized by FloatToS16 before any encoder sees them. The file is an
+  // OutputFile (base/file_write.h): `path` shows it only once Close succeeds.
   static Result<WavWriter> Create(const std::string& path, int sample_rate, int channels = 1,
                                   PcmFormat format = PcmFormat::kS16, int sf_format = 0);
   WavWriter(WavWriter&& o) noexcept;
   WavWriter& operator=(WavWriter&& o) noexcept;
   WavWriter(const WavWriter&) = delete;
   WavWriter& operator=(const WavWriter&) = delete;
-  ~WavWriter();  // closes if Close was not called (errors then go unreported)
+  ~WavWriter();  // without a successful Close, discards the file: `path` stays as it was
 
   // Appends interleaved samples; samples.size() must be a multiple of channels(). Allocates nothing.
   Status Write(std::span<const float> samples);
-  // Finalizes the file. Idempotent; Write after Close is an error.
+  // Finalizes the file and makes it `path`. Idempotent; Write after Close is an error.
   Status Close();
 
   int channels() const { return channels_; }
@@ -140,10 +143,12 @@ class WavWriter {
   WavWriter() = default;
 
   sf_private_tag* sf_ = nullptr;
+  std::optional<OutputFile> out_;  // libsndfile writes its descriptor
   std::string path_;
   int channels_ = 1;
   PcmFormat format_ = PcmFormat::kS16;
   int64_t frames_written_ = 0;
+  bool failed_ = false;  // Close failed: the file was discarded
 };
 
 // Encodes mono samples as a whole file image (libsndfile virtual I/O): `sf_format` is libsndfile's

@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <limits>
 #include <string>
 #include <vector>
@@ -128,18 +129,27 @@ TEST(WavWriterTest, F32StereoKeepsValuesBitExact) {
   EXPECT_EQ(r.f32[1], 1.7f) << "f32 output is not clamped";
 }
 
-TEST(WavWriterTest, FileIsValidBeforeClose) {
+TEST(WavWriterTest, PathShowsTheWholeFileOnlyAfterClose) {
   ScratchDir dir;
   ASSERT_TRUE(dir.ok());
   const std::string path = dir.File("partial.wav");
   const std::vector<float> x = Signal(480);
+  {
+    Result<WavWriter> w = WavWriter::Create(path, 24000);
+    ASSERT_TRUE(w.ok());
+    ASSERT_TRUE(w->Write(x).ok());
+  }  // destroyed without Close: a run that failed
+  EXPECT_FALSE(std::filesystem::exists(path));
   Result<WavWriter> w = WavWriter::Create(path, 24000);
   ASSERT_TRUE(w.ok());
   ASSERT_TRUE(w->Write(x).ok());
-  const ReadBack mid = Read(path);  // as a player reading the growing file would
-  EXPECT_EQ(mid.info.frames, 480);
   ASSERT_TRUE(w->Write(x).ok());
+  EXPECT_FALSE(std::filesystem::exists(path)) << "a player never reads a growing file";
+  ASSERT_TRUE(w->Close().ok());
   EXPECT_EQ(Read(path).info.frames, 960);
+  size_t names = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(dir.path())) ++names;
+  EXPECT_EQ(names, 1u) << "no temporary file is left";
 }
 
 TEST(WavWriterTest, CreateErrors) {
@@ -149,7 +159,7 @@ TEST(WavWriterTest, CreateErrors) {
   EXPECT_EQ(WavWriter::Create(dir.File("x.wav"), 24000, 0).status().code(), StatusCode::kInvalidArgument);
   Result<WavWriter> w = WavWriter::Create(dir.File("no/such/dir/x.wav"), 24000);
   ASSERT_FALSE(w.ok());
-  EXPECT_EQ(w.status().code(), StatusCode::kIo);
+  EXPECT_EQ(w.status().code(), StatusCode::kNotFound);
   EXPECT_NE(w.status().message().find("no/such/dir/x.wav"), std::string::npos);
 }
 
@@ -358,7 +368,7 @@ TEST(ReadAudioTest, BadFilesAreClearErrors) {
   ExpectError(ReadAudioMemory(""), StatusCode::kInvalidArgument, "empty");
   ExpectError(ReadAudioFile(file("text.wav", "this is not audio at all, just some text\n")),
               StatusCode::kInvalidArgument, "not a readable audio file");
-  // Issue 10, class 11: a corrupt MP3 (a frame sync, then noise) exists, so the message must not say it
+  // A corrupt MP3 (a frame sync, then noise) exists, so the message must not say it
   // does not exist; a FIFO is refused without blocking.
   {
     std::string mp3 = "\xff\xfb\x90\x64";

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "base/file_write.h"
 #include "io/file_util.h"
 
 namespace lfmvox {
@@ -264,9 +265,9 @@ Result<std::string> GgufWriter::WriteToMemory() const {
 
 Status GgufWriter::Write(const std::string& path) const {
   const std::string preamble = Preamble();
-  const std::string tmp = path + ".tmp";
-  FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (f == nullptr) return ErrnoStatus("cannot create", tmp, errno);
+  LFM_ASSIGN_OR_RETURN(OutputFile out, OutputFile::Open(path));
+  FILE* f = out.stream();
+  if (f == nullptr) return ErrnoStatus("cannot write", path, errno);
   static const char kZeros[4096] = {};
   bool ok = std::fwrite(preamble.data(), 1, preamble.size(), f) == preamble.size();
   for (const Tensor& t : tensors_) {
@@ -277,20 +278,8 @@ Status GgufWriter::Write(const std::string& path) const {
       pad -= n;
     }
   }
-  int err = ok ? 0 : errno;
-  if (std::fclose(f) != 0 && ok) {  // fclose flushes: a full disk often shows up only here
-    ok = false;
-    err = errno;
-  }
-  if (ok && std::rename(tmp.c_str(), path.c_str()) != 0) {
-    ok = false;
-    err = errno;
-  }
-  if (!ok) {
-    std::remove(tmp.c_str());  // leave no truncated file behind
-    return ErrnoStatus("cannot write", path, err);
-  }
-  return Status::Ok();
+  if (!ok) return ErrnoStatus("cannot write", path, errno);  // `out` discards the partial file
+  return out.Commit();
 }
 
 }  // namespace lfmvox

@@ -59,8 +59,8 @@ class GgufWriter {
   Status AddTensor(std::string_view name, uint32_t ggml_type, std::vector<uint64_t> ne,
                    std::string_view data);
 
-  // Writes `path + ".tmp"` and renames it to `path`, so a reader never sees a half-written file; on failure
-  // the temporary is removed and `path` is left as it was.
+  // Writes the file as an OutputFile (base/file_write.h): a reader never sees a half-written file, two
+  // writers to one path leave one complete file, and on failure `path` is left as it was.
   Status Write(const std::string& path) const;
   Result<std::string> WriteToMemory() const;
 

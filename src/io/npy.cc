@@ -1,10 +1,10 @@
 #include "io/npy.h"
 
 #include <cstring>
-#include <fstream>
 #include <sstream>
 
 #include "base/file_read.h"
+#include "base/file_write.h"
 
 namespace lfmvox {
 
@@ -203,16 +203,13 @@ Status WriteNpy(const std::string& path, const NpyArray& a) {
   std::string header = h.str();
   while ((10 + header.size() + 1) % 64 != 0) header += ' ';
   header += '\n';
-  std::ofstream f(path, std::ios::binary);
-  if (!f) return IoError("cannot create " + path);
   const uint16_t len = static_cast<uint16_t>(header.size());
-  f.write("\x93NUMPY\x01\x00", 8);
-  f.put(static_cast<char>(len & 0xff));
-  f.put(static_cast<char>(len >> 8));
-  f << header;
-  f.write(reinterpret_cast<const char*>(a.bytes.data()), static_cast<std::streamsize>(a.bytes.size()));
-  if (!f) return IoError("write failed: " + path);
-  return Status::Ok();
+  std::string file("\x93NUMPY\x01\x00", 8);
+  file += static_cast<char>(len & 0xff);
+  file += static_cast<char>(len >> 8);
+  file += header;
+  file.append(reinterpret_cast<const char*>(a.bytes.data()), a.bytes.size());
+  return WriteWholeFile(path, file);
 }
 
 }  // namespace lfmvox

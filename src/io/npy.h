@@ -28,7 +28,7 @@ Result<NpyArray> ParseNpy(std::string_view data);
 // A regular file of at most kMaxNpyFileBytes (traces, code files), read whole.
 inline constexpr uint64_t kMaxNpyFileBytes = uint64_t{1} << 30;
 Result<NpyArray> ReadNpy(const std::string& path);
-// Writes f32 or i64 data with the given shape.
+// Writes f32 or i64 data with the given shape, all or nothing (base/file_write.h).
 Status WriteNpy(const std::string& path, const NpyArray& array);
 
 }  // namespace lfmvox

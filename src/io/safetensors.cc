@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 #include <tuple>
 
+#include "base/file_write.h"
 #include "base/json_parse.h"
 #include "io/file_util.h"
 
@@ -53,8 +54,8 @@ bool AsU64(const json& v, uint64_t* out) {
   return false;
 }
 
-// A string from the file as a message may show it (issue 10, class 11): control bytes, NUL above all
-// (which would end the message where a C string is printed), as \xNN, and at most 200 bytes.
+// A string from the file as a message may show it: control bytes, NUL above all (which would end the
+// message where a C string is printed), as \xNN, and at most 200 bytes.
 std::string Printable(const std::string& s) {
   std::string out;
   for (size_t i = 0; i < s.size() && i < 200; ++i) {
@@ -480,8 +481,9 @@ Status WriteSafetensors(const std::string& path, const std::vector<TensorToWrite
   }
   text.append((8 - text.size() % 8) % 8, ' ');  // the data area starts 8-aligned
 
-  FILE* f = std::fopen(path.c_str(), "wb");
-  if (f == nullptr) return ErrnoStatus("cannot create", path, errno);
+  LFM_ASSIGN_OR_RETURN(OutputFile out, OutputFile::Open(path));
+  FILE* f = out.stream();
+  if (f == nullptr) return ErrnoStatus("cannot write", path, errno);
   char len[8];
   for (int i = 0; i < 8; ++i)
     len[i] = static_cast<char>((static_cast<uint64_t>(text.size()) >> (8 * i)) & 0xff);
@@ -489,16 +491,8 @@ Status WriteSafetensors(const std::string& path, const std::vector<TensorToWrite
   for (const TensorToWrite& t : tensors) {
     if (ok && t.size > 0) ok = std::fwrite(t.data, 1, t.size, f) == t.size;
   }
-  int err = ok ? 0 : errno;
-  if (std::fclose(f) != 0 && ok) {  // fclose flushes: a full disk often shows up only here
-    ok = false;
-    err = errno;
-  }
-  if (!ok) {
-    std::remove(path.c_str());  // leave no truncated checkpoint behind
-    return ErrnoStatus("cannot write", path, err);
-  }
-  return Status::Ok();
+  if (!ok) return ErrnoStatus("cannot write", path, errno);  // `out` discards the partial file
+  return out.Commit();
 }
 
 }  // namespace lfmvox

@@ -165,7 +165,8 @@ struct TensorToWrite {
 };
 
 // Writes tensors in the given order, contiguous, header padded with spaces to a multiple of 8 bytes as the
-// reference writer does. Names must be unique, non-empty and not "__metadata__".
+// reference writer does. Names must be unique, non-empty and not "__metadata__". All or nothing, as an
+// OutputFile (base/file_write.h).
 Status WriteSafetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,
                         const std::map<std::string, std::string>& metadata = {});
 

@@ -9,6 +9,7 @@
 #include <map>
 #include <string_view>
 
+#include "base/file_write.h"
 #include "io/file_util.h"
 #include "io/gguf.h"
 #include "io/gguf_writer.h"
@@ -1316,8 +1317,7 @@ Result<Lfm25GgufFiles> WriteLfm25GgufRelease(const std::string& snapshot_dir, co
   }
   if (!has_detok) {
     out.detokenizer = (fs::path(out_dir) / kMimiFileName).string();
-    fs::copy_file(src / kMimiFileName, out.detokenizer, fs::copy_options::overwrite_existing, ec);
-    if (ec) return IoError("cannot copy " + (src / kMimiFileName).string() + ": " + ec.message());
+    LFM_RETURN_IF_ERROR(CopyWholeFile((src / kMimiFileName).string(), out.detokenizer));
   }
   // Detokenizer: the LFM2 stack of audio_detokenizer/ plus dense_2 [spec §1.5].
   if (has_detok) {
