@@ -219,12 +219,8 @@ Status OutputFile::Commit() {
     if (st.ok() && out_fd_ > STDERR_FILENO && ::close(std::exchange(out_fd_, -1)) != 0) {
       st = WriteError(path_, errno);
     }
-    if (!st.ok()) {
-      Discard();
-      return st;
-    }
-    Discard();  // the temporary file, and nothing else, is left to close
-    return Status::Ok();
+    Discard();  // the temporary file (and on an error the destination) is left to close
+    return st;
   }
   // Replacing a regular file: its mode (and, where permitted, owner), the data on disk, then the name.
   if (st.ok() && ::fchmod(fd_, mode_) != 0) st = ErrnoStatus("cannot set the mode of", temp_, errno);
