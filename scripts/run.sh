@@ -41,5 +41,6 @@ $model holds random weights (noise-like audio). With a real model, from Hugging 
   LFMVOX_MODEL=/path/to/LFM2.5-Audio-1.5B ./scripts/run.sh
   $lfmvox tts --model /path/to/LFM2.5-Audio-1.5B "Hello." -o hello.wav
   $lfmvox serve --model /path/to/LFM2.5-Audio-1.5B     # OpenAI-compatible HTTP and realtime
+    (serve runs build/apps/cli/lfmvox-server, which scripts/build.sh builds: run.sh builds the CLI alone)
 END
 fi

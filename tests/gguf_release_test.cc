@@ -9,8 +9,11 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -438,6 +441,177 @@ TEST(GgufRelease, QuantizedFilesRunEndToEnd) {
     EXPECT_GT(r->audio_frames, 0);
     fs::remove_all(dir);
   }
+}
+
+// A copy of GGUF file `src` at `dst`: each key of `keys` set to its value (in place, or added at the end)
+// or, mapped to nullopt, removed; the tensors the same bytes, but for `patch` written at byte `at` of
+// tensor `tensor` when given.
+struct GgufEdit {
+  std::map<std::string, std::optional<GgufValue>> keys = {};
+  std::string tensor = {};
+  size_t at = 0;
+  std::string patch = {};
+};
+void Rewrite(const std::string& src, const std::string& dst, const GgufEdit& e) {
+  auto f = OpenFile(src);
+  ASSERT_NE(f, nullptr);
+  GgufWriter w;
+  for (const std::string& k : f->metadata().keys()) {
+    auto it = e.keys.find(k);
+    if (it == e.keys.end()) {
+      ASSERT_TRUE(w.Add(k, *f->metadata().Find(k)).ok()) << k;
+    } else if (it->second) {
+      ASSERT_TRUE(w.Add(k, *it->second).ok()) << k;
+    }
+  }
+  for (const auto& [k, v] : e.keys) {
+    if (v && !f->metadata().Has(k)) {
+      ASSERT_TRUE(w.Add(k, *v).ok()) << k;
+    }
+  }
+  std::string patched;
+  for (const GgufTensor& t : f->tensors()) {
+    std::string_view data(reinterpret_cast<const char*>(t.data), t.bytes);
+    if (t.name == e.tensor) {
+      patched.assign(data);
+      patched.replace(e.at, e.patch.size(), e.patch);
+      data = patched;
+    }
+    ASSERT_TRUE(
+        w.AddTensor(t.name, t.type, std::vector<uint64_t>(t.ne.begin(), t.ne.begin() + t.n_dims), data).ok());
+  }
+  ASSERT_TRUE(w.Write(dst).ok());
+}
+
+// A folder beside `set`'s folder holding its files as links, but for the backbone: `set`'s backbone
+// rewritten with `e`, under the same name.
+std::string WithBackbone(const Lfm25GgufFiles& set, const std::string& name, const GgufEdit& e) {
+  const std::string dir = Fresh(name);
+  fs::create_directories(dir);
+  for (const std::string& p : {set.mmproj, set.vocoder, set.detokenizer})
+    fs::create_symlink(fs::canonical(p), fs::path(dir) / fs::path(p).filename());
+  Rewrite(set.backbone, dir + "/" + fs::path(set.backbone).filename().string(), e);
+  return dir;
+}
+
+// Integers a file states that do not fit where they land, or sizes that contradict its tensors, are
+// errors naming the key (lfm25_tiny's release; the file rewritten unedited loads, so each error is the
+// edit's).
+TEST(GgufRelease, IntegersThatDoNotFitAndSizesThatDisagreeAreErrors) {
+  const std::string dir = Fresh("ints");
+  const Lfm25GgufFiles set = Write("lfm25_tiny", dir, WeightFormat::kF16);
+  auto bb = OpenFile(set.backbone);
+  ASSERT_NE(bb, nullptr);
+  const size_t tokens = bb->metadata().Find("tokenizer.ggml.tokens")->size();
+  const uint64_t rows = bb->FindTensor("token_embd.weight")->ne[1];
+  const GgufValue* types = bb->metadata().Find("tokenizer.ggml.token_type");
+  ASSERT_NE(types, nullptr);
+  std::vector<uint8_t> wide(types->size() * 8);
+  for (size_t i = 0; i < types->size(); ++i) {
+    int64_t t = 0;
+    ASSERT_TRUE(types->IntAt(i, &t));
+    const int64_t v = t + (int64_t{1} << 32);
+    std::memcpy(wide.data() + i * 8, &v, 8);
+  }
+  const std::string plain = WithBackbone(set, "ints_plain", {});
+  ASSERT_TRUE(AudioModel::Load(plain).ok());
+  using T = GgufValueType;
+  const struct {
+    const char* key;
+    GgufValue value;
+    std::vector<std::string> want;
+  } cases[] = {
+      {"tokenizer.ggml.bos_token_id",
+       GgufValue::Integer(T::kU64, (uint64_t{1} << 32) + 7),
+       {"tokenizer.ggml.bos_token_id", "4294967303, which does not fit i32"}},
+      {"tokenizer.ggml.eos_token_id",
+       GgufValue::Integer(T::kU64, uint64_t{1} << 40),
+       {"tokenizer.ggml.eos_token_id", "which does not fit i32"}},
+      {"tokenizer.ggml.eos_token_id",
+       GgufValue::Integer(T::kU32, tokens),
+       {"tokenizer.ggml.eos_token_id is " + std::to_string(tokens) + ", not one of the " +
+        std::to_string(tokens) + " token ids"}},
+      {"tokenizer.ggml.token_type",
+       GgufValue::ScalarArray(T::kI64, wide),
+       {"tokenizer.ggml.token_type[0] is", "which does not fit i32"}},
+      {"lfm2.vocab_size",
+       GgufValue::Integer(T::kU32, 10),
+       {"lfm2.vocab_size is 10 but token_embd.weight has " + std::to_string(rows) + " rows"}},
+      {"lfm2.vocab_size",
+       GgufValue::Integer(T::kU32, uint64_t{1} << 31),
+       {"lfm2.vocab_size is 2147483648 but token_embd.weight has " + std::to_string(rows) + " rows"}},
+      {"lfm2.vocab_size",
+       GgufValue::Integer(T::kU64, uint64_t{1} << 40),
+       {"lfm2.vocab_size", "does not fit u32"}},
+  };
+  int n = 0;
+  for (const auto& c : cases) {
+    const std::string d = WithBackbone(set, "ints_" + std::to_string(n++), {.keys = {{c.key, c.value}}});
+    Result<std::shared_ptr<const AudioModel>> m = AudioModel::Load(d);
+    ASSERT_FALSE(m.ok()) << c.key << " = " << c.value.ToString();
+    for (const std::string& w : c.want)
+      EXPECT_NE(m.status().message().find(w), std::string::npos) << m.status().message();
+    fs::remove_all(d);
+  }
+  fs::remove_all(plain);
+  fs::remove_all(dir);
+}
+
+// Two files of one part in a folder (a second backbone of the same set) is an error naming both.
+TEST(GgufRelease, TwoBackbonesInOneFolderAreAnErrorNamingBoth) {
+  const std::string dir = Fresh("two_backbones");
+  const Lfm25GgufFiles set = Write("lfm25_tiny", dir, WeightFormat::kF16);
+  const fs::path name = fs::path(set.backbone).filename();
+  const std::string second = dir + "/copy-" + name.string();
+  Rewrite(set.backbone, second, {});
+  Result<std::shared_ptr<const AudioModel>> m = AudioModel::Load(dir);
+  ASSERT_FALSE(m.ok());
+  const std::string& msg = m.status().message();
+  EXPECT_NE(msg.find("two files of the same part"), std::string::npos) << msg;
+  EXPECT_NE(msg.find(name.string()), std::string::npos) << msg;
+  EXPECT_NE(msg.find("copy-" + name.string()), std::string::npos) << msg;
+  fs::remove_all(dir);
+}
+
+// A NaN block scale in a Q8_0 matrix (lfm25_tiny's Q8_0 release, blk.0.ffn_up.weight's first block's f16
+// scale set to 0x7E00): the load-time scan names it; with the scan off, generation stops with the
+// non-finite logits error before any token, instead of running on NaN.
+TEST(GgufRelease, NanInAQuantizedBlockStopsTheRun) {
+  const std::string dir = Fresh("nan_q8");
+  const Lfm25GgufFiles set = Write("lfm25_tiny", dir, WeightFormat::kQ8_0);
+  auto bb = OpenFile(set.backbone);
+  ASSERT_NE(bb, nullptr);
+  ASSERT_EQ(bb->FindTensor("blk.0.ffn_up.weight")->type, static_cast<uint32_t>(GgmlType::Q8_0));
+  const std::string d =
+      WithBackbone(set, "nan_q8_poisoned",
+                   {.tensor = "blk.0.ffn_up.weight", .at = 0, .patch = std::string("\x00\x7e", 2)});
+  Result<std::shared_ptr<const AudioModel>> checked = AudioModel::Load(d);
+  ASSERT_FALSE(checked.ok());
+  EXPECT_EQ(checked.status().code(), StatusCode::kDataLoss);
+  EXPECT_NE(checked.status().message().find("NaN"), std::string::npos) << checked.status().message();
+  auto m = AudioModel::Load(d, {.check_weights = false});
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  auto c = Conversation::Create(*m);
+  ASSERT_TRUE(c.ok());
+  ASSERT_TRUE((*c)->AddTokens(testing::TraceIds("lfm25_tiny/traces/tts__text_ids.npy")).ok());
+  int items = 0;
+  OutputCallbacks out;
+  out.on_text = [&](int32_t, std::string_view) {
+    ++items;
+    return Status::Ok();
+  };
+  out.on_audio_frame = [&](std::span<const int32_t>, bool) {
+    ++items;
+    return Status::Ok();
+  };
+  GenerateOptions o;
+  o.max_new_tokens = 16;
+  Result<GenerateSummary> r = (*c)->Generate(o, out);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("non-finite"), std::string::npos) << r.status().message();
+  EXPECT_EQ(items, 0);
+  fs::remove_all(d);
+  fs::remove_all(dir);
 }
 
 // Every tensor of every file takes the type of llama.cpp's tools for that release type (the README's

@@ -20,7 +20,6 @@
 #include "lfmvox/audio_io.h"
 #include "lfmvox/lfmvox.h"
 #include "lfmvox/transcribe.h"
-#include "serve_main.h"
 
 namespace {
 
@@ -727,6 +726,25 @@ int Chat(int argc, char** argv) {
   return 0;
 }
 
+// `serve` is the server's own executable, lfmvox-server, installed beside this one (apps/server): the CLI
+// links none of the server's libraries (Boost.Beast, WebRTC's VAD, SoundTouch) and builds in a fraction
+// of the time. The options pass through unchanged; the server's exit status is this command's.
+int Serve(int argc, char** argv) {
+  std::error_code ec;
+  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) return Fail("cannot find this executable's folder (/proc/self/exe: " + ec.message() + ")");
+  const std::string server = (self.parent_path() / "lfmvox-server").string();
+  std::vector<char*> args = {const_cast<char*>(server.c_str())};
+  for (int i = 2; i < argc; ++i) args.push_back(argv[i]);
+  args.push_back(nullptr);
+  execv(server.c_str(), args.data());
+  const int err = errno;
+  if (err == ENOENT)
+    return Fail("the server is not built: " + server +
+                " is missing (scripts/build.sh builds it; scripts/run.sh builds the CLI alone)");
+  return Fail("cannot run " + server + ": " + std::strerror(err));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -768,6 +786,6 @@ int main(int argc, char** argv) {
   if (cmd == "asr") return Asr(argc, argv);
   if (cmd == "chat") return Chat(argc, argv);
   if (cmd == "quantize") return Quantize(argc, argv);
-  if (cmd == "serve") return lfmvox::server::ServeMain(argc, argv);
+  if (cmd == "serve") return Serve(argc, argv);
   return UsageError("unknown command " + cmd);
 }

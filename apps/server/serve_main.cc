@@ -37,9 +37,13 @@ int ServeMain(int argc, char** argv) {
   ServerOptions o;
   o.threads = 0;
   if (const char* k = std::getenv("LFMVOX_API_KEY")) o.api_key = k;
-  for (int i = 2; i < argc; ++i) {
+  for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    // --help is answered by the CLI from its help table (apps/cli/help.cc), before this runs.
+    // `lfmvox serve --help` is answered by the CLI from its help table (apps/cli/help.cc).
+    if (a == "--help" || a == "-h") {
+      std::fputs("lfmvox-server is `lfmvox serve`: its options are listed by lfmvox serve --help\n", stdout);
+      return 0;
+    }
     if (a == "--no-weight-check") {
       o.model_options.check_weights = false;
       continue;

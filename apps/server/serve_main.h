@@ -1,4 +1,5 @@
-// `lfmvox serve ...`: parses the options, runs the server until SIGINT/SIGTERM. Returns the exit code.
+// lfmvox-server OPTIONS (what `lfmvox serve OPTIONS` runs): parses the options, runs the server until
+// SIGINT/SIGTERM. Returns the exit code.
 #pragma once
 
 namespace lfmvox::server {

@@ -146,6 +146,37 @@ Status GgufWriter::AddArrayRaw(std::string_view key, GgufValueType element_type,
   return Status::Ok();
 }
 
+Status GgufWriter::Add(std::string_view key, const GgufValue& v) {
+  switch (v.type()) {
+    case GgufValueType::kArray:
+      if (v.element_type() == GgufValueType::kString) return AddArrayString(key, v.strings());
+      return AddArrayRaw(
+          key, v.element_type(),
+          std::string_view(reinterpret_cast<const char*>(v.packed().data()), v.packed().size()), v.size());
+    case GgufValueType::kString:
+      return AddString(key, v.string_value());
+    case GgufValueType::kBool:
+      return AddBool(key, v.bool_value());
+    case GgufValueType::kF32:
+    case GgufValueType::kF64: {
+      double d = 0;
+      v.ToDouble(&d);
+      return v.type() == GgufValueType::kF32 ? AddF32(key, static_cast<float>(d)) : AddF64(key, d);
+    }
+    default: {
+      // Integers: the on-disk bits of the value, signed ones sign-extended (PutLe keeps the low bytes).
+      int64_t i = 0;
+      uint64_t u = 0;
+      if (v.ToUint64(&u)) {
+        if (key == kAlignmentKey) return AddU32(key, static_cast<uint32_t>(u));
+        return AddScalar(key, v.type(), u);
+      }
+      if (v.ToInt64(&i)) return AddScalar(key, v.type(), static_cast<uint64_t>(i));
+      return InvalidArgument("metadata key " + std::string(key) + " holds no value of a known type");
+    }
+  }
+}
+
 namespace {
 
 template <typename T>

@@ -52,6 +52,8 @@ class GgufWriter {
   Status AddArrayString(std::string_view key, const std::vector<std::string>& v);
   // Any scalar element type: `packed` holds n elements little-endian back to back (bools as bytes 0/1).
   Status AddArrayRaw(std::string_view key, GgufValueType element_type, std::string_view packed, uint64_t n);
+  // A value as a reader returned it, in its own type (copying a file's metadata, edited or not).
+  Status Add(std::string_view key, const GgufValue& v);
 
   // A tensor of `ggml_type` with shape `ne` (ggml order, ne[0] fastest; 1 to 4 dims, each >= 1, ne[0] a
   // multiple of the type's block). `data` must hold exactly the bytes the type and shape need. The data is

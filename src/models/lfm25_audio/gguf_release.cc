@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 #include <map>
 #include <string_view>
 
@@ -454,10 +455,18 @@ Status Lfm2Section(const GgufFile& f, nlohmann::json* j) {
   j->erase("block_ff_dim");
   (*j)["intermediate_size"] = ff;
   (*j)["block_auto_adjust_ff_dim"] = false;
+  // The vocabulary size is the embedding's rows; a stated size that differs is a file that contradicts
+  // itself (llama.cpp refuses it too, as a tensor of the wrong shape), not something to pick a side in.
+  LFM_ASSIGN_OR_RETURN(uint64_t vocab, Rows(f, "token_embd.weight"));
   if (m.Has(a + "vocab_size")) {
-    LFM_ASSIGN_OR_RETURN(int64_t v, m.GetI64(a + "vocab_size"));
-    (*j)["vocab_size"] = v;
+    LFM_ASSIGN_OR_RETURN(uint32_t v, m.GetU32(a + "vocab_size"));
+    if (v != vocab) {
+      return InvalidArgument(f.path() + ": " + a + "vocab_size is " + std::to_string(v) +
+                             " but token_embd.weight has " + std::to_string(vocab) +
+                             " rows; the file contradicts itself (convert it again)");
+    }
   }
+  (*j)["vocab_size"] = vocab;
   return Status::Ok();
 }
 
@@ -612,15 +621,26 @@ Result<TokenizerVocab> VocabFromGguf(const GgufFile& f) {
   LFM_ASSIGN_OR_RETURN(v.tokens, m.GetStringArray("tokenizer.ggml.tokens"));
   if (m.Has("tokenizer.ggml.token_type")) {
     LFM_ASSIGN_OR_RETURN(std::vector<int64_t> types, m.GetIntArray("tokenizer.ggml.token_type"));
+    for (size_t i = 0; i < types.size(); ++i) {
+      if (types[i] < std::numeric_limits<int32_t>::min() || types[i] > std::numeric_limits<int32_t>::max()) {
+        return OutOfRange(f.path() + ": tokenizer.ggml.token_type[" + std::to_string(i) + "] is " +
+                          std::to_string(types[i]) + ", which does not fit i32");
+      }
+    }
     v.token_types.assign(types.begin(), types.end());
   }
   if (m.Has("tokenizer.ggml.merges")) {
     LFM_ASSIGN_OR_RETURN(v.merges, m.GetStringArray("tokenizer.ggml.merges"));
   }
+  // A token id: an i32 (GetI32 names the key when the file's value does not fit) below the token count.
   auto id = [&](const char* key, int32_t* out) -> Status {
     if (!m.Has(key)) return Status::Ok();
-    LFM_ASSIGN_OR_RETURN(int64_t x, m.GetI64(key));
-    *out = static_cast<int32_t>(x);
+    LFM_ASSIGN_OR_RETURN(int32_t x, m.GetI32(key));
+    if (x < 0 || static_cast<size_t>(x) >= v.tokens.size()) {
+      return OutOfRange(f.path() + ": " + key + " is " + std::to_string(x) + ", not one of the " +
+                        std::to_string(v.tokens.size()) + " token ids of tokenizer.ggml.tokens");
+    }
+    *out = x;
     return Status::Ok();
   };
   LFM_RETURN_IF_ERROR(id("tokenizer.ggml.bos_token_id", &v.bos));
